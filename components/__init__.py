@@ -1,0 +1,18 @@
+"""Pluggable attention-block components, one module per mechanism, and their registry."""
+from components import forget_gate, kv_shift, mlp, norm, output_gate, output_norm, qk_norm, rope  # noqa: F401  (registers the kinds)
+from components.registry import (
+    ATTENTION_SLOTS,
+    BLOCK_SLOTS,
+    SLOTS,
+    BlockDims,
+    ComponentSpec,
+    kinds,
+    options_class,
+    parse,
+    register,
+)
+
+__all__ = [
+    "ATTENTION_SLOTS", "BLOCK_SLOTS", "SLOTS", "BlockDims", "ComponentSpec",
+    "kinds", "options_class", "parse", "register",
+]

@@ -1,0 +1,96 @@
+"""Forget gate (slot ``forget_gate``): the per-head, per-token log f of reference/fox.md 2.2.
+
+Every kind returns log f as fp32 ``[B, T, H]``; ``none`` leaves the attention ungated.
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from pydantic import PositiveFloat, model_validator
+
+from components.registry import BlockDims, ComponentSpec, none_kind, register
+
+none_kind("forget_gate")
+
+
+def decay_time_bias(n_heads: int, t_min: float, t_max: float) -> torch.Tensor:
+    """Biases b_h with -1/log sigmoid(b_h) = T_h, T_h log-spaced in [t_min, t_max]: [H] fp32."""
+    times = torch.exp(torch.linspace(math.log(t_min), math.log(t_max), n_heads, dtype=torch.float64))
+    return (-torch.log(torch.expm1(1.0 / times))).float()
+
+
+class DataDependentGate(nn.Module):
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        self.proj = nn.Linear(d_model, n_heads, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # The logit is cast to fp32 before logsigmoid: log f feeds an fp32 cumsum.
+        return F.logsigmoid(self.proj(x).float())  # (B, T, H)
+
+
+class ConstantGate(nn.Module):
+    """f_h = sigmoid(b_h), the same at every token; ``learnable=False`` keeps b a buffer."""
+
+    def __init__(self, bias: torch.Tensor, learnable: bool):
+        super().__init__()
+        if learnable:
+            self.bias = nn.Parameter(bias)
+        else:
+            self.register_buffer("bias", bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        return F.logsigmoid(self.bias.float()).expand(B, T, -1)  # (B, T, H)
+
+
+@register
+class DataDependentGateSpec(ComponentSpec):
+    """f = sigmoid(W_f x + b_f): FoX's gate. Weight N(0, 0.02), bias 0 (set by the model init)."""
+
+    slot = "forget_gate"
+    kind: Literal["data_dependent"] = "data_dependent"
+
+    def build(self, dims: BlockDims) -> nn.Module:
+        return DataDependentGate(dims.d_model, dims.n_heads)
+
+
+class _DecayTimes(ComponentSpec):
+    decay_time_min: PositiveFloat = 2.0
+    decay_time_max: PositiveFloat = 256.0
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.decay_time_min > self.decay_time_max:
+            raise ValueError(
+                f"decay_time_min ({self.decay_time_min}) must not exceed decay_time_max ({self.decay_time_max})"
+            )
+        return self
+
+
+@register
+class BiasOnlyGateSpec(_DecayTimes):
+    """Data-independent learnable gate, initialised from the decay times."""
+
+    slot = "forget_gate"
+    kind: Literal["bias_only"] = "bias_only"
+
+    def build(self, dims: BlockDims) -> nn.Module:
+        bias = decay_time_bias(dims.n_heads, self.decay_time_min, self.decay_time_max)
+        return ConstantGate(bias, learnable=True)
+
+
+@register
+class FixedGateSpec(_DecayTimes):
+    """Fixed per-head decay exp(-1/T_h): ALiBi with slopes 1/T_h."""
+
+    slot = "forget_gate"
+    kind: Literal["fixed"] = "fixed"
+
+    def build(self, dims: BlockDims) -> nn.Module:
+        bias = decay_time_bias(dims.n_heads, self.decay_time_min, self.decay_time_max)
+        return ConstantGate(bias, learnable=False)

@@ -1,0 +1,122 @@
+"""The component registry: which kinds each block slot accepts, and the options class of each.
+
+A slot (``qk_norm``, ``forget_gate``, ``mlp``...) maps kind names to pydantic options classes. A
+class registers itself with ``@register``; third-party packages add kinds through the
+``workbench.components`` entry-point group (an entry point names a module to import, or an options
+class to register), so a new kind needs no edit of this package. Spec validation and error
+messages take their list of allowed kinds from here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, ClassVar, Literal
+
+import torch.nn as nn
+from pydantic import BaseModel, ConfigDict
+
+ENTRY_POINT_GROUP = "workbench.components"
+
+# Attention slots in the order they act (reference/fox.md 2.10), then the block-level slots.
+ATTENTION_SLOTS = ("kv_shift", "qk_norm", "rope", "forget_gate", "output_norm", "output_gate")
+BLOCK_SLOTS = ("norm", "mlp")
+SLOTS = ATTENTION_SLOTS + BLOCK_SLOTS
+
+
+@dataclass(frozen=True)
+class BlockDims:
+    """Sizes a component needs to build itself."""
+
+    d_model: int
+    n_heads: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+class ComponentSpec(BaseModel):
+    """Options of one component kind; ``build`` is the only way to construct the module."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    slot: ClassVar[str]
+
+    def build(self, dims: BlockDims) -> nn.Module | None:
+        raise NotImplementedError
+
+
+class UnknownKind(ValueError):
+    pass
+
+
+_REGISTRY: dict[str, dict[str, type[ComponentSpec]]] = {slot: {} for slot in SLOTS}
+_entry_points_loaded = False
+
+
+def register(cls: type[ComponentSpec]) -> type[ComponentSpec]:
+    """Class decorator: register an options class under its ``slot`` and the default of ``kind``."""
+    slot = getattr(cls, "slot", None)
+    if slot not in _REGISTRY:
+        raise ValueError(f"{cls.__name__}.slot = {slot!r}; allowed slots: {', '.join(SLOTS)}")
+    kind = cls.model_fields["kind"].default
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"{cls.__name__} needs a string default for its 'kind' field")
+    existing = _REGISTRY[slot].get(kind)
+    if existing is not None and existing is not cls:
+        raise ValueError(f"kind {kind!r} of slot {slot!r} is already registered by {existing.__name__}")
+    _REGISTRY[slot][kind] = cls
+    return cls
+
+
+def load_entry_points() -> None:
+    """Import the third-party components advertised under the entry-point group (once)."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        obj = ep.load()
+        if isinstance(obj, type) and issubclass(obj, ComponentSpec):
+            register(obj)
+
+
+def kinds(slot: str) -> list[str]:
+    load_entry_points()
+    return sorted(_REGISTRY[slot])
+
+
+def options_class(slot: str, kind: str) -> type[ComponentSpec]:
+    load_entry_points()
+    try:
+        return _REGISTRY[slot][kind]
+    except KeyError:
+        raise UnknownKind(f"unknown kind {kind!r}; registered kinds: {', '.join(kinds(slot))}") from None
+
+
+def parse(slot: str, value: Any) -> ComponentSpec:
+    """Turn ``"rmsnorm"``, ``{"kind": "rmsnorm", ...}`` or an options instance into options."""
+    if isinstance(value, ComponentSpec):
+        if value.slot != slot:
+            raise ValueError(f"a {value.slot!r} component cannot fill the {slot!r} slot")
+        return value
+    if isinstance(value, str):
+        value = {"kind": value}
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a kind name or a mapping with 'kind', got {type(value).__name__}")
+    if "kind" not in value:
+        raise ValueError(f"missing 'kind'; registered kinds: {', '.join(kinds(slot))}")
+    return options_class(slot, value["kind"]).model_validate(value)
+
+
+def none_kind(slot: str) -> type[ComponentSpec]:
+    """Register the ``none`` kind of an optional slot: the slot is left out of the block."""
+
+    class NoComponent(ComponentSpec):
+        kind: Literal["none"] = "none"
+
+        def build(self, dims: BlockDims) -> None:
+            return None
+
+    NoComponent.slot = slot
+    NoComponent.__name__ = NoComponent.__qualname__ = f"No_{slot}"
+    return register(NoComponent)

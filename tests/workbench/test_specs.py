@@ -1,0 +1,138 @@
+"""ModelSpec: presets, paper parameter counts, round trips, hashes and clear errors."""
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import yaml
+
+from workbench.errors import SpecError, validate
+from workbench.info import param_counts
+from workbench.specs import ModelSpec
+
+ISSUE_SHAPE = """
+preset: fox_pro
+vocab_size: 50257
+d_model: 768
+n_layers: 12
+n_heads: 12
+attention:
+  forget_gate: {kind: data_dependent}
+  qk_norm: {kind: rmsnorm}
+  output_gate: {kind: sigmoid}
+  output_norm: {kind: rmsnorm}
+  kv_shift: {kind: kv}
+  rope: {kind: none}
+mlp: {kind: swiglu, hidden_ratio: 3.5}
+"""
+
+SMALL = dict(d_model=768, n_layers=12, n_heads=12)
+MEDIUM = dict(d_model=1024, n_layers=24, n_heads=16)
+# reference/fox.md 2.11: blocks + final norm, LLaMA / Pro.
+PAPER_BLOCKS = {
+    ("small", "llama"): 85.1e6, ("small", "pro"): 85.3e6,
+    ("medium", "llama"): 308.7e6, ("medium", "pro"): 315.9e6,
+}
+
+
+@pytest.mark.parametrize("preset", ["transformer_llama", "fox_llama", "transformer_pro", "fox_pro"])
+@pytest.mark.parametrize("size", ["small", "medium"])
+def test_presets_match_the_paper_parameter_counts(preset, size):
+    spec = ModelSpec(preset=preset, vocab_size=50257, **(SMALL if size == "small" else MEDIUM))
+    paper = PAPER_BLOCKS[(size, preset.split("_")[1])]
+    counts = param_counts(spec)
+    assert abs(counts["blocks"] - paper) / paper < 0.005
+    # The paper's N: everything but the input embedding (the LM head counted).
+    assert counts["non_embedding"] == counts["blocks"] + 50257 * spec.d_model
+
+
+def test_the_issue_shape_validates_and_equals_the_preset():
+    spec = ModelSpec.model_validate(yaml.safe_load(ISSUE_SHAPE))
+    assert spec == ModelSpec(preset="fox_pro")
+    assert spec.attention.kv_shift.kind == "kv" and spec.mlp.hidden_ratio == 3.5
+
+
+def test_round_trip_through_json_and_yaml_keeps_the_hash():
+    spec = ModelSpec(preset="transformer_pro", d_model=64, n_heads=4, attention={"qk_norm": {"kind": "rmsnorm", "share_across_heads": True}})
+    again = ModelSpec.model_validate_json(spec.model_dump_json())
+    via_yaml = ModelSpec.model_validate(yaml.safe_load(yaml.safe_dump(spec.model_dump(mode="json"))))
+    assert again == spec == via_yaml
+    assert again.spec_hash() == spec.spec_hash() == via_yaml.spec_hash()
+    assert json.loads(spec.canonical_json())["attention"]["qk_norm"]["share_across_heads"] is True
+
+
+def test_hash_changes_with_any_field():
+    base = ModelSpec(preset="fox_pro")
+    assert base.spec_hash() != ModelSpec(preset="fox_pro", attention={"qk_norm": "none"}).spec_hash()
+    assert base.spec_hash() != ModelSpec(preset="fox_pro", init_std=0.01).spec_hash()
+
+
+def test_bare_kind_strings_and_explicit_fields_override_the_preset():
+    spec = ModelSpec(preset="fox_pro", attention={"qk_norm": "none", "rope": "rope"})
+    assert spec.attention.qk_norm.kind == "none" and spec.attention.rope.kind == "rope"
+    assert spec.attention.kv_shift.kind == "kv"  # untouched slots keep the preset's kind
+
+
+@pytest.mark.parametrize(
+    "data,expected",
+    [
+        ({"d_modle": 64}, ["d_modle", "Extra inputs are not permitted"]),
+        ({"attention": {"qk_norm": "layernorm"}}, ["attention.qk_norm", "'layernorm'", "registered kinds: none, rmsnorm"]),
+        ({"mlp": {"kind": "moe"}}, ["mlp", "'moe'", "gelu, swiglu"]),
+        ({"d_model": 768, "n_heads": 5}, ["n_heads", "5", "d_model=768"]),
+        ({"n_layers": -2}, ["n_layers", "greater than 0", "-2"]),
+        ({"attention": {"output_gate": "silu", "output_norm": "rmsnorm"}}, ["attention.output_gate", "'silu'", "output_norm"]),
+        ({"attention": {"qk_norm": {"kind": "rmsnorm", "eps": 0}}}, ["attention.qk_norm.eps", "greater than 0"]),
+        ({"preset": "gpt5"}, ["preset", "'gpt5'", "fox_pro"]),
+    ],
+)
+def test_bad_specs_name_the_field_the_value_and_what_is_allowed(data, expected):
+    with pytest.raises(SpecError) as err:
+        validate(ModelSpec, data, "model.yaml")
+    for fragment in expected:
+        assert fragment in str(err.value), (fragment, str(err.value))
+
+
+def test_a_third_party_package_adds_a_kind_through_the_entry_point(tmp_path):
+    # A real installed distribution (a .dist-info with entry_points.txt on sys.path), loaded by
+    # importlib.metadata in a fresh interpreter, exactly as pip would install one.
+    (tmp_path / "wb_extra.py").write_text(textwrap.dedent("""
+        from typing import Literal
+        import torch.nn as nn
+        from components.registry import ComponentSpec
+
+        class ScaledGate(ComponentSpec):
+            slot = "output_gate"
+            kind: Literal["scaled"] = "scaled"
+            factor: float = 2.0
+
+            def build(self, dims):
+                return Scale(self.factor)
+
+        class Scale(nn.Module):
+            def __init__(self, factor):
+                super().__init__()
+                self.factor = factor
+
+            def forward(self, x, o):
+                return o * self.factor
+    """))
+    dist = tmp_path / "wb_extra-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: wb-extra\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[workbench.components]\nscaled = wb_extra:ScaledGate\n")
+    code = textwrap.dedent("""
+        import sys, torch
+        sys.path.insert(0, sys.argv[1])
+        import components
+        from workbench.specs import ModelSpec
+        from workbench.model import build_model
+        assert "scaled" in components.kinds("output_gate"), components.kinds("output_gate")
+        spec = ModelSpec(vocab_size=16, d_model=16, n_layers=1, n_heads=2, attention={"output_gate": {"kind": "scaled", "factor": 3}})
+        model = build_model(spec)
+        print(model(torch.zeros(1, 4, dtype=torch.long)).shape, spec.attention.output_gate.factor)
+    """)
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "torch.Size([1, 4, 16]) 3.0" in out.stdout

@@ -1,0 +1,98 @@
+"""Model assembly: a decoder-only LM whose attention block is put together from component slots.
+
+Reads top to bottom: Attention (the slots in the order of reference/fox.md 2.10), Block
+(pre-norm residual), LM (embedding, blocks, final norm, head), build_model.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from kernels import forgetting_attention
+from workbench.specs import ModelSpec
+
+
+class Attention(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        d, dims, slots = spec.d_model, spec.dims, spec.attention
+        self.n_heads, self.head_dim = spec.n_heads, spec.head_dim
+        self.wq = nn.Linear(d, d, bias=False)
+        self.wk = nn.Linear(d, d, bias=False)
+        self.wv = nn.Linear(d, d, bias=False)
+        self.kv_shift = slots.kv_shift.build(dims)
+        self.qk_norm = slots.qk_norm.build(dims)
+        self.rope = slots.rope.build(dims)
+        self.forget_gate = slots.forget_gate.build(dims)
+        self.output_norm = slots.output_norm.build(dims)
+        self.output_gate = slots.output_gate.build(dims)
+        self.wo = nn.Linear(d, d, bias=False)
+        self.backend = "auto"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape  # x is the pre-normed block input
+        q = self.wq(x).view(B, T, self.n_heads, self.head_dim)  # (B, T, H, D)
+        k = self.wk(x).view(B, T, self.n_heads, self.head_dim)
+        v = self.wv(x).view(B, T, self.n_heads, self.head_dim)
+        if self.kv_shift is not None:
+            k, v = self.kv_shift(x, k, v)
+        if self.qk_norm is not None:
+            q, k = self.qk_norm(q, k)
+        if self.rope is not None:
+            q, k = self.rope(q, k)
+        log_f = self.forget_gate(x) if self.forget_gate is not None else None  # (B, T, H) fp32
+        o = forgetting_attention(q, k, v, log_f, backend=self.backend)  # (B, T, H, D)
+        if self.output_norm is not None:
+            o = self.output_norm(o)
+        if self.output_gate is not None:
+            o = self.output_gate(x, o)
+        return self.wo(o.reshape(B, T, d))
+
+
+class Block(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.attn_norm = spec.norm.build(spec.dims)
+        self.attn = Attention(spec)
+        self.mlp_norm = spec.norm.build(spec.dims)
+        self.mlp = spec.mlp.build(spec.dims)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class LM(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.spec = spec
+        self.embed = nn.Embedding(spec.vocab_size, spec.d_model)
+        self.blocks = nn.ModuleList(Block(spec) for _ in range(spec.n_layers))
+        self.final_norm = spec.norm.build(spec.dims)
+        self.head = nn.Linear(spec.d_model, spec.vocab_size, bias=False)
+        self.apply(self._init)
+        if spec.tie_embeddings:
+            self.head.weight = self.embed.weight
+
+    def _init(self, module: nn.Module) -> None:
+        # reference/fox.md 2.9: every Linear and the embedding N(0, std), biases 0 (the forget
+        # gate's too); norm scales and component-owned parameters keep their own init.
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=self.spec.init_std)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def set_attention_backend(self, backend: str) -> None:
+        for block in self.blocks:
+            block.attn.backend = backend
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)  # (B, T, d)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.final_norm(x))  # (B, T, V)
+
+
+def build_model(spec: ModelSpec) -> LM:
+    """tokens (B, T) long -> logits (B, T, V)."""
+    return LM(spec)
