@@ -33,3 +33,40 @@ def forgetting_attention_naive(
     scores = scores.masked_fill(~causal, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     return torch.einsum("bhij,bjhd->bihd", probs, vf).to(q.dtype)
+
+
+@torch.no_grad()
+def forgetting_attention_grads_chunked(
+    q, k, v, log_f, do, *, scale=None, chunk=1024, dtype=torch.float64, cumsum_dtype=torch.float32
+):
+    """Output and all four gradients by the explicit formulas of reference/fox.md 1.3, in ``dtype``
+    and in query chunks, so an fp64 reference fits in memory at 64k tokens.
+
+    ``cumsum_dtype`` fp32 gives the naive reference's semantics; fp64 measures what the fp32 cumsum
+    costs. Returns (o, dq, dk, dv, dlog_f) in ``dtype``; shapes as the inputs. log_f may be None.
+    """
+    B, T, H, D = q.shape
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    q, k, v, do = (t.to(dtype).transpose(1, 2) for t in (q, k, v, do))  # (B, H, T, D)
+    c = None if log_f is None else log_f.to(cumsum_dtype).cumsum(1).to(dtype).transpose(1, 2)  # (B, H, T)
+    o, dq = torch.empty_like(q), torch.empty_like(q)
+    dk, dv = torch.zeros_like(k), torch.zeros_like(v)
+    dc = torch.zeros(B, H, T, dtype=dtype, device=q.device)
+    for i0 in range(0, T, chunk):
+        i1 = min(i0 + chunk, T)
+        s = torch.einsum("bhid,bhjd->bhij", q[:, :, i0:i1], k[:, :, :i1]) * scale  # (B, H, I, J)
+        if c is not None:
+            s += c[:, :, i0:i1, None] - c[:, :, None, :i1]
+        rows = torch.arange(i0, i1, device=q.device)[:, None]
+        s.masked_fill_(rows < torch.arange(i1, device=q.device)[None, :], float("-inf"))
+        p = torch.softmax(s, dim=-1)
+        o[:, :, i0:i1] = p @ v[:, :, :i1]
+        dp = do[:, :, i0:i1] @ v[:, :, :i1].transpose(-1, -2)
+        ds = p * (dp - (p * dp).sum(-1, keepdim=True))
+        dq[:, :, i0:i1] = scale * ds @ k[:, :, :i1]
+        dk[:, :, :i1] += scale * ds.transpose(-1, -2) @ q[:, :, i0:i1]
+        dv[:, :, :i1] += p.transpose(-1, -2) @ do[:, :, i0:i1]
+        dc[:, :, i0:i1] += ds.sum(-1)
+        dc[:, :, :i1] -= ds.sum(-2)
+    dlog_f = None if c is None else dc.flip(-1).cumsum(-1).flip(-1).transpose(1, 2)
+    return tuple(t.transpose(1, 2) for t in (o, dq, dk, dv)) + (dlog_f,)

@@ -1,0 +1,109 @@
+"""The Triton kernel against the naive reference: forward and all four gradients, at awkward
+sizes, under the interpreter on CPU (on a GPU machine the same tests run on CUDA)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kernels
+import kernels.triton_attention as ta
+from kernels.naive import forgetting_attention_grads_chunked, forgetting_attention_naive
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+B, H = 2, 3
+
+
+@pytest.fixture(autouse=True)
+def poison(monkeypatch):
+    monkeypatch.setattr(ta, "POISON_OUTPUTS", True)
+
+
+def inputs(T, D, dtype, gate, layout="bthd"):
+    if layout == "packed":
+        # q, k, v as strided views of one fused projection, as a model produces them.
+        qkv = torch.randn(B, T, 3, H, D, device=DEVICE, dtype=dtype)
+        q, k, v = (qkv[:, :, i].detach().requires_grad_() for i in range(3))
+    else:
+        q, k, v = (torch.randn(B, T, H, D, device=DEVICE, dtype=dtype, requires_grad=True) for _ in range(3))
+    # Weak gates: log f near 0 (long memory); strong: log f near -5 (forgets within a token or two).
+    logit = torch.randn(B, T, H, device=DEVICE) + (6.0 if gate == "weak" else -5.0)
+    log_f = F.logsigmoid(logit).requires_grad_() if gate != "none" else None
+    return q, k, v, log_f
+
+
+def close(got, ref, tol, floor):
+    """||got - ref|| <= tol * ||ref|| + floor * sqrt(n); NaN never passes."""
+    assert not torch.isnan(got).any(), "NaN in output (an element the kernel did not write?)"
+    err = (got.double() - ref.double()).norm().item()
+    bound = tol * ref.double().norm().item() + floor * ref.numel() ** 0.5
+    assert err <= bound, f"error {err:.3e} > bound {bound:.3e} (|ref| = {ref.double().norm().item():.3e})"
+
+
+TOL = {torch.float32: (1e-5, 1e-6), torch.float16: (5e-3, 1e-4)}
+
+
+@pytest.mark.parametrize("gate", ["weak", "strong"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("D", [16, 64, 128])
+@pytest.mark.parametrize("T", [1, 17, 100, 257])
+def test_forward_and_gradients_match_the_reference(T, D, dtype, gate):
+    q, k, v, log_f = inputs(T, D, dtype, gate)
+    out = kernels.forgetting_attention(q, k, v, log_f, backend="triton")
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v, log_f), do)
+    ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(), log_f.detach(), do, chunk=64)
+    tol, floor = TOL[dtype]
+    close(out, ref[0], tol, floor)
+    for name, got, want in zip(("dq", "dk", "dv", "dlog_f"), grads, ref[1:]):
+        close(got, want, tol, floor)
+
+
+@pytest.mark.parametrize("T", [17, 100])
+def test_no_gate_is_plain_causal_attention(T):
+    q, k, v, _ = inputs(T, 64, torch.float32, "none")
+    out = kernels.forgetting_attention(q, k, v, None, backend="triton")
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    ref = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)), is_causal=True).transpose(1, 2)
+    ref_grads = torch.autograd.grad(ref, (q, k, v), do)
+    close(out, ref, 1e-5, 1e-6)
+    for got, want in zip(grads, ref_grads):
+        close(got, want, 1e-5, 1e-6)
+
+
+def test_strided_inputs_are_read_in_place():
+    q, k, v, log_f = inputs(100, 32, torch.float32, "weak", layout="packed")
+    assert not q.is_contiguous()
+    out = kernels.forgetting_attention(q, k, v, log_f, backend="triton")
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v, log_f), do)
+    ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(), log_f.detach(), do, chunk=64)
+    for got, want in zip((out, *grads), ref):
+        close(got, want, 1e-5, 1e-6)
+
+
+def test_the_first_gate_gets_no_gradient():
+    q, k, v, log_f = inputs(40, 16, torch.float32, "weak")
+    out = kernels.forgetting_attention(q, k, v, log_f, backend="triton")
+    (dlog_f,) = torch.autograd.grad(out.square().sum(), (log_f,))
+    assert dlog_f[:, 0].abs().max() < 1e-5 * dlog_f.abs().max()
+
+
+def test_chunked_fp64_reference_equals_autograd_through_the_naive_one():
+    q, k, v, log_f = (t.detach().double().requires_grad_() for t in inputs(50, 16, torch.float32, "weak"))
+    out = forgetting_attention_naive(q, k, v, log_f, compute_dtype=torch.float64)
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v, log_f), do)
+    ref = forgetting_attention_grads_chunked(q, k, v, log_f, do, chunk=16)
+    # Both take the cumsum in fp32; the naive one's gradient passes through that fp32 cumsum.
+    for got, want in zip((out, *grads), ref):
+        close(got, want, 1e-6, 1e-9)
+
+
+def test_bad_inputs_are_clear_errors():
+    q, k, v, log_f = inputs(8, 16, torch.float32, "weak")
+    with pytest.raises(ValueError, match="log_f must be float32"):
+        kernels.forgetting_attention(q, k, v, log_f.half(), backend="triton")
+    with pytest.raises(ValueError, match="backend='cuda'; allowed: auto, triton, reference"):
+        kernels.forgetting_attention(q, k, v, log_f, backend="cuda")
+    with pytest.raises(ValueError, match=r"log_f must be \(B, T, H\)"):
+        kernels.forgetting_attention(q, k, v, log_f[:, :4], backend="triton")
