@@ -1,0 +1,189 @@
+"""Benchmark: our forgetting attention beside its peers, in one run on one GPU.
+
+    python -m kernels.bench [--peers .peers] [--out bench.json] [--configs tune.json]
+
+For each (B, H, N, D): forward and forward+backward TFLOP/s (FlashAttention convention: causal
+forward = 4 B H N^2 D / 2 FLOPs, forward+backward = 3.5 x that) from the median of
+triton.testing.do_bench, and the peak memory of one forward+backward beyond the inputs. Peers:
+SDPA's flash and cuDNN backends (no gate), FlexAttention with a forget-gate score_mod,
+flash-linear-attention's parallel_forgetting_attn and the official FoX kernel (both from --peers,
+never from this repository). Every gated kernel is first checked against an fp64 reference.
+Prints a table and writes JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+SHAPES = [(8, 16, 2048, 64), (2, 16, 8192, 64), (1, 16, 16384, 64), (8, 8, 2048, 128), (1, 8, 16384, 128)]
+
+
+def peer_kernels(peers: Path) -> dict:
+    """name -> (fn(q, k, v, log_f) on (B, T, H, D) inputs, needs_gate)."""
+    from kernels.triton_attention import forgetting_attention_triton
+
+    found = {"ours": forgetting_attention_triton}
+    if (peers / "fox_official").is_dir():
+        sys.path.insert(0, str(peers / "fox_official"))
+        from forgetting_attention import forgetting_attention as fox  # the official kernel
+
+        found["official FoX"] = lambda q, k, v, g: fox(q, k, v, g)
+    if (peers / "fla").is_dir():
+        sys.path.insert(0, str(peers / "fla"))
+        from fla.ops.forgetting_attn import parallel_forgetting_attn
+
+        found["flash-linear-attention"] = lambda q, k, v, g: parallel_forgetting_attn(q, k, v, g)
+    found["FlexAttention"] = flex_forgetting_attention()
+    return found
+
+
+def flex_forgetting_attention():
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    flex = torch.compile(flex_attention, dynamic=False)
+    masks = {}
+
+    def run(q, k, v, log_f):
+        B, T, H, D = q.shape
+        c = log_f.cumsum(1).transpose(1, 2)  # (B, H, T)
+        if T not in masks:
+            masks[T] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, T, T, device=q.device)
+
+        def decay(score, b, h, qi, ki):
+            return score + c[b, h, qi] - c[b, h, ki]
+
+        out = flex(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), score_mod=decay, block_mask=masks[T])
+        return out.transpose(1, 2)
+
+    return run
+
+
+def sdpa(backend):
+    from torch.nn.attention import sdpa_kernel
+
+    def run(q, k, v, log_f):  # (B, H, T, D) contiguous, as SDPA wants it
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    return run
+
+
+def make_inputs(B, H, N, D, layout="bthd"):
+    shape = (B, N, H, D) if layout == "bthd" else (B, H, N, D)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    log_f = F.logsigmoid(torch.randn(B, N, H, device="cuda") + 3.0).requires_grad_()
+    return q, k, v, log_f
+
+
+def rel(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+def check(fn, N=1024, B=2, H=4, D=64):
+    from kernels.naive import forgetting_attention_grads_chunked
+
+    q, k, v, log_f = make_inputs(B, H, N, D)
+    out = fn(q, k, v, log_f)
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v, log_f), do)
+    ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(), log_f.detach(), do, cumsum_dtype=torch.float64)
+    return {name: rel(g, r) for name, g, r in zip(("o", "dq", "dk", "dv", "dlog_f"), (out, *grads), ref)}
+
+
+def measure(fn, inputs):
+    from triton.testing import do_bench
+
+    q, k, v, log_f = inputs
+    out = fn(q, k, v, log_f)
+    do = torch.randn_like(out)
+    leaves = [t for t in inputs if t is not None]
+    fwd_ms = do_bench(lambda: fn(q, k, v, log_f), warmup=25, rep=100, return_mode="median")
+
+    def fwd_bwd():
+        fn(q, k, v, log_f).backward(do)
+
+    fb_ms = do_bench(fwd_bwd, warmup=25, rep=100, grad_to_none=leaves, return_mode="median")
+    for t in leaves:
+        t.grad = None
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fwd_bwd()
+    torch.cuda.synchronize()
+    peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+    for t in leaves:
+        t.grad = None
+    return fwd_ms, fb_ms, peak
+
+
+def main(argv=None):
+    from torch.nn.attention import SDPBackend
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--peers", default=".peers")
+    ap.add_argument("--out", default="bench.json")
+    ap.add_argument("--configs", help="JSON of tuned configs from kernels.tune (else the built-in table)")
+    args = ap.parse_args(argv)
+    if args.configs:
+        from kernels import tune
+
+        tune.install(json.loads(Path(args.configs).read_text()))
+    gated = peer_kernels(Path(args.peers))
+    plain = {"SDPA flash (no gate)": sdpa(SDPBackend.FLASH_ATTENTION), "SDPA cuDNN (no gate)": sdpa(SDPBackend.CUDNN_ATTENTION)}
+    results = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "gpu": torch.cuda.get_device_name(),
+        "versions": {"torch": torch.__version__, "triton": __import__("triton").__version__, "python": platform.python_version()},
+        "command": "python -m kernels.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "accuracy_vs_fp64": {},
+        "runs": [],
+    }
+    for name, fn in gated.items():
+        try:
+            results["accuracy_vs_fp64"][name] = check(fn)
+        except Exception as e:  # a peer that fails is reported, the others still run
+            results["accuracy_vs_fp64"][name] = {"error": repr(e)[:300]}
+    for B, H, N, D in SHAPES:
+        flops = 4 * B * H * N * N * D / 2
+        for name, fn in {**gated, **plain}.items():
+            layout = "bhtd" if name in plain else "bthd"
+            row = {"kernel": name, "B": B, "H": H, "N": N, "D": D}
+            try:
+                fwd_ms, fb_ms, peak = measure(fn, make_inputs(B, H, N, D, layout))
+                row.update(fwd_ms=fwd_ms, fwd_bwd_ms=fb_ms, fwd_tflops=flops / fwd_ms / 1e9,
+                           fwd_bwd_tflops=3.5 * flops / fb_ms / 1e9, peak_mib=peak)
+            except Exception as e:
+                row["error"] = repr(e)[:300]
+            results["runs"].append(row)
+            print(json.dumps(row), flush=True)
+            torch.cuda.empty_cache()
+    Path(args.out).write_text(json.dumps(results, indent=1))
+    print_table(results)
+
+
+def print_table(results):
+    print(f"\n{results['gpu']}  torch {results['versions']['torch']}  triton {results['versions']['triton']}  {results['date']}")
+    print("accuracy vs fp64 (rel L2, N=1024): " + "; ".join(
+        f"{k}: " + (", ".join(f"{n} {v:.1e}" for n, v in r.items()) if "error" not in r else r["error"][:60])
+        for k, r in results["accuracy_vs_fp64"].items()))
+    shapes = sorted({(r["B"], r["H"], r["N"], r["D"]) for r in results["runs"]}, key=SHAPES.index)
+    kernels = list(dict.fromkeys(r["kernel"] for r in results["runs"]))
+    print("TFLOP/s fwd / fwd+bwd (peak MiB)")
+    print(f"{'kernel':<26}" + "".join(f"{','.join(map(str, s)):>26}" for s in shapes))
+    for k in kernels:
+        cells = []
+        for s in shapes:
+            r = next(r for r in results["runs"] if r["kernel"] == k and (r["B"], r["H"], r["N"], r["D"]) == s)
+            cells.append("error" if "error" in r else f"{r['fwd_tflops']:.0f} / {r['fwd_bwd_tflops']:.0f} ({r['peak_mib']:.0f})")
+        print(f"{k:<26}" + "".join(f"{c:>26}" for c in cells))
+
+
+if __name__ == "__main__":
+    main()
