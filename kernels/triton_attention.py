@@ -44,8 +44,8 @@ class KernelConfig:
 
 # Chosen by measurement on the H200 (kernels/tune.py; kernels/BENCHMARKS.md), per head-dim bucket.
 H200_CONFIGS: dict[int, KernelConfig] = {
-    64: KernelConfig(TileConfig(128, 64, 4, 3), TileConfig(64, 128, 8, 3), TileConfig(128, 64, 8, 3)),
-    128: KernelConfig(TileConfig(128, 64, 8, 3), TileConfig(64, 64, 4, 2), TileConfig(128, 64, 8, 2)),
+    64: KernelConfig(TileConfig(64, 128, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 128, 4, 3)),
+    128: KernelConfig(TileConfig(64, 64, 4, 3), TileConfig(64, 128, 8, 3), TileConfig(128, 64, 8, 3)),
 }
 # The interpreter runs tile by tile in numpy: small tiles keep it quick and exercise the
 # multi-tile paths at small T.
