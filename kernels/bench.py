@@ -52,12 +52,14 @@ def flex_forgetting_attention():
 
     def run(q, k, v, log_f):
         B, T, H, D = q.shape
-        c = log_f.cumsum(1).transpose(1, 2)  # (B, H, T)
+        c = log_f.transpose(1, 2).contiguous().cumsum(-1)  # (B, H, T)
+        # score_mod may index a tensor that needs a gradient only once: one copy per side.
+        c_q, c_k = c, c.clone()
         if T not in masks:
             masks[T] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, T, T, device=q.device)
 
         def decay(score, b, h, qi, ki):
-            return score + c[b, h, qi] - c[b, h, ki]
+            return score + c_q[b, h, qi] - c_k[b, h, ki]
 
         out = flex(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), score_mod=decay, block_mask=masks[T])
         return out.transpose(1, 2)

@@ -58,6 +58,13 @@ def default_config(head_dim: int) -> KernelConfig:
     return H200_CONFIGS[64 if head_dim <= 64 else 128]
 
 
+def head_major_cumsum(log_f: torch.Tensor) -> torch.Tensor:
+    """c = cumsum(log f) over T, returned as a (B, T, H) view of (B, H, T) memory. torch scans a
+    non-innermost dim one step at a time (about 0.35 us a step on an H200: 6 ms at 16k tokens,
+    measured); scanning the innermost dim of a head-major copy costs microseconds."""
+    return log_f.transpose(1, 2).contiguous().cumsum(-1).transpose(1, 2)
+
+
 def _strides4(t: torch.Tensor) -> tuple[int, int, int, int]:
     return tuple(t.stride())  # (b, t, h, d)
 
@@ -124,7 +131,7 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
 class _ForgettingAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, log_f, sm_scale, cfg):
-        c = log_f.cumsum(dim=1) if log_f is not None else None  # (B, T, H) fp32
+        c = None if log_f is None else head_major_cumsum(log_f)  # (B, T, H) view, fp32
         o, lse = _forward(q, k, v, c, sm_scale, cfg)
         ctx.save_for_backward(q, k, v, c, o, lse)
         ctx.sm_scale, ctx.cfg = sm_scale, cfg
