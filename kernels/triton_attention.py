@@ -144,6 +144,9 @@ class _ForgettingAttention(torch.autograd.Function):
         return dq, dk, dv, dlog_f, None, None
 
 
+# torch.compile runs around the kernel, not through it: the launch code is plain Python that
+# dynamo need not trace, and the kernels are already what it would generate at best.
+@torch.compiler.disable
 def forgetting_attention_triton(q, k, v, log_f, *, scale: float | None = None, config: KernelConfig | None = None):
     """See kernels.forgetting_attention. q, k, v: (B, T, H, D); log_f: (B, T, H) fp32 or None."""
     if q.dtype not in (torch.float16, torch.bfloat16, torch.float32):

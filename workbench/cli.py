@@ -41,6 +41,34 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench.errors import read_yaml, validate
+    from workbench.specs import TrialSpec
+    from workbench.train import TrainError
+    from workbench.trial import run_trial
+
+    trial = validate(TrialSpec, read_yaml(args.trial), args.trial)
+    out = Path(args.out)
+    if not args.resume and (out / "checkpoint.pt").exists():
+        (out / "checkpoint.pt").unlink()
+    print(f"trial {trial.spec_hash()}  ->  {out}", file=sys.stderr)
+    try:
+        result = run_trial(trial, out, progress=True)
+    except TrainError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    rate = f"{result['tokens_per_s']:,.0f} tokens/s" if result["tokens_per_s"] else "n/a"
+    mfu = f", MFU {100 * result['mfu']:.1f}%" if result["mfu"] else ""
+    print(f"val_loss {result['val_loss']:.4f} nats/token (ppl {result['val_ppl']:.3f}); unigram entropy "
+          f"{result['unigram_entropy']:.4f}; {rate}{mfu}; {result['n_params']:,} params")
+    for length, ppl in result["ppl_at_length"].items():
+        print(f"  P({length}) = {ppl:.3f}")
+    print(f"wrote {out / 'result.json'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wb", description="The FoX ablation workbench.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -48,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("spec", help="a preset name (fox_pro, ...) or a YAML model/trial file")
     p.add_argument("--context", type=int, default=2048, help="context length for FLOPs (tokens)")
     p.set_defaults(func=cmd_info)
+    p = sub.add_parser("train", help="train and evaluate one trial; writes DIR/result.json")
+    p.add_argument("trial", help="a trial YAML file (model, data, train, eval, seed)")
+    p.add_argument("--out", required=True, help="output folder: checkpoint, metrics.jsonl, result.json")
+    p.add_argument("--no-resume", dest="resume", action="store_false",
+                   help="start from scratch even if DIR holds a checkpoint of this trial")
+    p.set_defaults(func=cmd_train)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

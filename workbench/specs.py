@@ -8,12 +8,15 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     SerializeAsAny,
@@ -106,3 +109,139 @@ class ModelSpec(Spec):
     @property
     def dims(self) -> components.BlockDims:
         return components.BlockDims(self.d_model, self.n_heads)
+
+
+class CorpusData(Spec):
+    """Text documents: ``builtin`` (the Python standard library's own source files, present on
+    every Python installation: no download) or ``text`` (the user's files and folders).
+    Tokenized by bytes (vocab 256) or by a BPE trained locally on the training split."""
+
+    kind: Literal["builtin", "text"] = "builtin"
+    paths: list[str] = []
+    suffixes: list[str] = [".py", ".txt", ".md"]
+    context: PositiveInt = 256
+    tokenizer: Literal["byte", "bpe"] = "byte"
+    bpe_vocab_size: PositiveInt = 4096
+    val_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    max_bytes: PositiveInt | None = 20_000_000
+
+    @model_validator(mode="after")
+    def _paths(self):
+        if self.kind == "text" and not self.paths:
+            raise ValueError("paths: a 'text' corpus needs at least one file or folder")
+        if self.kind == "builtin" and self.paths:
+            raise ValueError("paths: the 'builtin' corpus takes no paths (use kind: text for your own files)")
+        return self
+
+
+class TokenData(Spec):
+    """Pre-tokenized ids, memory-mapped: ``.npy`` or raw ``.bin`` of ``dtype``. Documents are split
+    at ``eot_token`` when given, else the file is one long document."""
+
+    kind: Literal["tokens"] = "tokens"
+    train: str
+    val: str
+    dtype: Literal["uint16", "uint32"] = "uint16"
+    eot_token: NonNegativeInt | None = None
+    context: PositiveInt = 1024
+
+
+class MQARData(Spec):
+    """Multi-query associative recall (Zoology): ``n_pairs`` key-value pairs, then ``n_queries``
+    keys asked again; the loss and the accuracy count only the answers."""
+
+    kind: Literal["mqar"] = "mqar"
+    n_pairs: PositiveInt = 8
+    n_queries: PositiveInt = 8
+    n_keys: PositiveInt = 64
+    n_values: PositiveInt = 64
+    n_train: PositiveInt = 20_000
+    n_val: PositiveInt = 500
+
+    @property
+    def context(self) -> int:
+        return 2 * self.n_pairs + 2 * self.n_queries
+
+    @property
+    def vocab_needed(self) -> int:
+        return self.n_keys + self.n_values
+
+    @model_validator(mode="after")
+    def _enough_keys(self):
+        if self.n_pairs > self.n_keys:
+            raise ValueError(f"n_pairs={self.n_pairs} needs at least as many distinct keys (n_keys={self.n_keys})")
+        if self.n_queries > self.n_pairs:
+            raise ValueError(f"n_queries={self.n_queries} cannot exceed n_pairs={self.n_pairs}")
+        return self
+
+
+DataSpec = Annotated[CorpusData | TokenData | MQARData, Field(discriminator="kind")]
+
+
+class TrainSpec(Spec):
+    """Token counts are in tokens; one step = batch_size * grad_accum sequences of the context."""
+
+    tokens: PositiveInt = 1_000_000
+    batch_size: PositiveInt = 16
+    grad_accum: PositiveInt = 1
+    lr: PositiveFloat = 2e-3
+    min_lr_ratio: Annotated[float, Field(ge=0, le=1)] = 0.0
+    warmup_tokens: NonNegativeInt = 0
+    weight_decay: NonNegativeFloat = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: PositiveFloat | None = 1.0
+    eval_every_tokens: PositiveInt | None = None
+    eval_batches: PositiveInt = 4
+    checkpoint_every_tokens: PositiveInt | None = None
+    compile: bool = False
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
+    cpu_threads: PositiveInt | None = None
+
+
+class NeedleEval(Spec):
+    """Needle in a haystack: a 5-digit code hidden at each depth of validation text of each length;
+    scored by exact match of the greedy continuation."""
+
+    lengths: list[PositiveInt] = [256, 512]
+    depths: list[Annotated[float, Field(ge=0, le=1)]] = [0.0, 0.25, 0.5, 0.75, 1.0]
+    trials: PositiveInt = 4
+
+
+class EvalSpec(Spec):
+    """``length_multiples`` evaluate L(i) at multiples of the training context (1 = in-context;
+    2 and 4 = length extrapolation); ``sequences`` held-out sequences per length."""
+
+    sequences: PositiveInt = 16
+    batch_size: PositiveInt = 4
+    length_multiples: list[PositiveInt] = [1, 2]
+    needle: NeedleEval | None = None
+
+
+class TrialSpec(Spec):
+    """One cell of a study: one model, one dataset, one seed."""
+
+    model: ModelSpec = ModelSpec()
+    data: DataSpec = CorpusData()
+    train: TrainSpec = TrainSpec()
+    eval: EvalSpec = EvalSpec()
+    seed: NonNegativeInt = 0
+
+    @model_validator(mode="after")
+    def _vocab_fits(self):
+        need = data_vocab_size(self.data)
+        if need is not None and need > self.model.vocab_size:
+            raise ValueError(
+                f"model.vocab_size={self.model.vocab_size} is smaller than the data's vocabulary "
+                f"({need} for data.kind={self.data.kind!r}); set model.vocab_size to at least {need}"
+            )
+        return self
+
+
+def data_vocab_size(data) -> int | None:
+    """Vocabulary the data needs, where the spec alone tells (token files are checked on load)."""
+    if isinstance(data, MQARData):
+        return data.vocab_needed
+    if isinstance(data, CorpusData):
+        return 256 if data.tokenizer == "byte" else data.bpe_vocab_size
+    return None

@@ -1,0 +1,62 @@
+"""Data sources: the built-in corpus, token files, BPE, MQAR; deterministic order; needle eval."""
+import numpy as np
+import torch
+
+from workbench.data import IGNORE, load_data
+from workbench.evaluate import evaluate
+from workbench.model import build_model
+from workbench.specs import CorpusData, EvalSpec, MQARData, ModelSpec, NeedleEval, TokenData
+
+
+def test_builtin_corpus_splits_by_document_deterministically():
+    a = load_data(CorpusData(context=64, max_bytes=400_000), 256, 0)
+    b = load_data(CorpusData(context=64, max_bytes=400_000), 256, 0)
+    assert len(a.val_docs) > 0 and len(a.train_docs) > len(a.val_docs)
+    assert all(np.array_equal(x, y) for x, y in zip(a.val_docs, b.val_docs))
+    assert torch.equal(a.train_batch(3, 7, 0, 4).x, b.train_batch(3, 7, 0, 4).x)
+    assert not torch.equal(a.train_batch(3, 7, 0, 4).x, a.train_batch(4, 7, 0, 4).x)
+    batch = a.train_batch(0, 0, 0, 4)
+    assert torch.equal(batch.x[:, 1:], batch.y[:, :-1])  # targets are the inputs shifted by one
+
+
+def test_token_files_npy_and_bin_split_at_the_eot_token(tmp_path):
+    ids = np.array([5, 6, 7, 0, 8, 9, 10, 11, 0, 12, 13, 14, 15, 16], dtype=np.uint16)
+    np.save(tmp_path / "t.npy", ids)
+    ids.tofile(tmp_path / "t.bin")
+    for name in ("t.npy", "t.bin"):
+        data = load_data(TokenData(train=str(tmp_path / name), val=str(tmp_path / name), eot_token=0, context=3), 32, 0)
+        assert [d.tolist() for d in data.train_docs] == [[5, 6, 7], [0, 8, 9, 10, 11], [0, 12, 13, 14, 15, 16]]
+
+
+def test_bpe_tokenizer_is_trained_on_the_corpus_and_round_trips(tmp_path):
+    (tmp_path / "a.txt").write_text("the forget gate decays attention to the past. " * 200)
+    (tmp_path / "b.txt").write_text("softmax attention with a forget gate. " * 200)
+    data = load_data(CorpusData(kind="text", paths=[str(tmp_path)], tokenizer="bpe", bpe_vocab_size=300, context=16, val_fraction=0.5), 300, 0)
+    text = "the forget gate"
+    ids = data.tokenizer.encode(text)
+    assert data.tokenizer.decode(ids) == text and len(ids) < len(text)
+    assert max(int(d.max()) for d in data.train_docs) < 300
+
+
+def test_mqar_targets_are_the_values_of_the_queried_keys():
+    task = load_data(MQARData(n_pairs=4, n_queries=3, n_keys=16, n_values=16), 32, 0)
+    batch = task.train_batch(0, 0, 0, 8)
+    for x, y in zip(batch.x, batch.y):
+        pairs = dict(zip(x[0:8:2].tolist(), x[1:8:2].tolist()))
+        answered = (y != IGNORE).nonzero().flatten()
+        assert len(answered) == 3
+        for pos in answered.tolist():
+            assert y[pos].item() == pairs[x[pos].item()]
+
+
+def test_evaluation_reports_mqar_and_needle_accuracy():
+    torch.manual_seed(0)
+    task = load_data(MQARData(n_pairs=4, n_queries=2, n_keys=8, n_values=8, n_val=8), 16, 0)
+    model = build_model(ModelSpec(vocab_size=16, d_model=32, n_layers=1, n_heads=2))
+    res = evaluate(model, task, EvalSpec(sequences=8), task.context, "cpu")
+    assert 0.0 <= res["mqar_accuracy"] <= 1.0 and np.isfinite(res["val_loss"])
+    text = load_data(CorpusData(context=64, max_bytes=300_000), 256, 0)
+    model = build_model(ModelSpec(vocab_size=256, d_model=32, n_layers=1, n_heads=2))
+    needle = NeedleEval(lengths=[128], depths=[0.0, 1.0], trials=2)
+    res = evaluate(model, text, EvalSpec(sequences=2, length_multiples=[1], needle=needle), 64, "cpu")
+    assert set(res["needle_accuracy"]) == {"len128_depth0", "len128_depth1"}

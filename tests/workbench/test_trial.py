@@ -1,0 +1,129 @@
+"""One trial end to end through `wb train`: learning, per-position loss, extrapolation, resume."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wb_train(trial, out, *extra, **kw):
+    return subprocess.run([sys.executable, "-m", "workbench.cli", "train", str(trial), "--out", str(out), *extra],
+                          capture_output=True, text=True, cwd=ROOT, **kw)
+
+
+@pytest.fixture(scope="module")
+def tiny_result(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny")
+    start = time.time()
+    proc = wb_train(ROOT / "studies/trial_tiny.yaml", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads((out / "result.json").read_text()), time.time() - start
+
+
+def test_tiny_trial_learns_within_two_minutes(tiny_result):
+    result, seconds = tiny_result
+    assert seconds < 120
+    assert result["val_loss"] < 0.8 * result["unigram_entropy"], (result["val_loss"], result["unigram_entropy"])
+    for key in ("val_ppl", "per_position_loss", "ppl_at_length", "tokens_per_s", "mfu", "n_params", "spec",
+                "spec_hash", "versions", "device"):
+        assert key in result
+
+
+def test_loss_falls_with_position_and_is_reported_beyond_the_training_context(tiny_result):
+    result, _ = tiny_result
+    context = result["context"]
+    losses = np.array(result["per_position_loss"])
+    assert len(losses) == 4 * context  # evaluated at 4x the training length
+    assert set(result["eval_lengths"]) == {str(context), str(2 * context), str(4 * context)}
+    quarter = context // 4
+    assert losses[context - quarter : context].mean() < losses[:quarter].mean()
+    assert str(4 * context) in result["ppl_at_length"] and np.isfinite(losses[context:]).all()
+
+
+def small_trial(tmp_path, **train):
+    spec = yaml.safe_load((ROOT / "studies/trial_tiny.yaml").read_text())
+    spec["model"].update(d_model=64, n_layers=1)
+    spec["data"]["max_bytes"] = 1_000_000
+    spec["train"].update({"tokens": 120_000, "batch_size": 8, "eval_every_tokens": None, "checkpoint_every_tokens": None, **train})
+    spec["eval"] = {"sequences": 4, "length_multiples": [1]}
+    path = tmp_path / "trial.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def curve(out):
+    return [(r["tokens"], r["train_loss"]) for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())]
+
+
+def test_a_killed_run_resumes_to_the_same_loss_curve(tmp_path):
+    trial = small_trial(tmp_path, checkpoint_every_tokens=20_000)
+    straight = wb_train(trial, tmp_path / "straight")
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "train", str(trial), "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while not (out / "checkpoint.pt").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "result.json").exists(), "the run finished before it could be killed"
+    resumed = wb_train(trial, out)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert curve(out) == curve(tmp_path / "straight")
+    a = json.loads((out / "result.json").read_text())
+    b = json.loads((tmp_path / "straight" / "result.json").read_text())
+    assert a["val_loss"] == b["val_loss"]
+
+
+def write_trial(tmp_path, data, model=None, train=None):
+    spec = {"model": {"vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2, **(model or {})},
+            "data": data, "train": {"tokens": 2048, "batch_size": 2, **(train or {})},
+            "eval": {"sequences": 2, "length_multiples": [1]}}
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.mark.parametrize(
+    "case,expected",
+    [
+        ("missing file", "data.paths[0]: no such file or folder"),
+        ("empty corpus", "the corpus is empty"),
+        ("context too long", "data.context=100000 is longer than every training document"),
+        ("token outside vocab", "token id 300 at index 5 is outside the vocabulary (model.vocab_size=256)"),
+        ("batch too big", "does not fit in memory on cpu: lower batch_size and raise grad_accum"),
+    ],
+)
+def test_bad_input_gets_one_clear_error(tmp_path, case, expected):
+    text = tmp_path / "docs"
+    text.mkdir()
+    if case == "missing file":
+        trial = write_trial(tmp_path, {"kind": "text", "paths": [str(tmp_path / "nope.txt")]})
+    elif case == "empty corpus":
+        (text / "a.txt").write_text("")
+        trial = write_trial(tmp_path, {"kind": "text", "paths": [str(text)]})
+    elif case == "context too long":
+        trial = write_trial(tmp_path, {"kind": "builtin", "context": 100000, "max_bytes": 200000})
+    elif case == "token outside vocab":
+        ids = np.arange(10, dtype=np.uint16)
+        ids[5] = 300
+        np.save(tmp_path / "train.npy", ids)
+        np.save(tmp_path / "val.npy", ids)
+        trial = write_trial(tmp_path, {"kind": "tokens", "train": str(tmp_path / "train.npy"), "val": str(tmp_path / "val.npy"), "context": 4})
+    else:
+        # 2^20 sequences x 256 logits x 4 bytes is far past this machine's memory.
+        trial = write_trial(tmp_path, {"kind": "builtin", "context": 256, "max_bytes": 300000}, train={"batch_size": 2**20, "tokens": 2**28})
+    proc = wb_train(trial, tmp_path / "out", timeout=120)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and expected in errors[0], proc.stderr[-1500:]
+    assert "Traceback" not in proc.stderr

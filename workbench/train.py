@@ -1,0 +1,188 @@
+"""Training of one trial: AdamW, warmup + cosine schedule in tokens, clipping, bf16 autocast on
+the GPU, gradient accumulation, periodic validation, checkpoints and resume.
+
+Training reports through ``Reporter`` and knows nothing of Ray or MLflow. Data order is a function
+of (seed, step), the model init of the seed, so a run resumed from a checkpoint repeats the
+uninterrupted run's loss curve exactly on CPU.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Protocol
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from workbench.data import IGNORE
+from workbench.evaluate import per_position_loss
+from workbench.specs import TrainSpec, TrialSpec
+
+# Dense bf16 matmul rate measured on the GPU machine (reference/anchors.md), the MFU denominator.
+PEAK_FLOPS = {"NVIDIA H200": 790e12}
+
+
+class TrainError(RuntimeError):
+    """Training cannot go on (NaN loss, out of memory); the message says why and what to change."""
+
+
+class Reporter(Protocol):
+    """Receives the metrics of every step; may also define ``on_resume(history)``, called with
+    the checkpoint's history when training resumes."""
+
+    def report(self, tokens: int, metrics: dict[str, float]) -> None: ...
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    tokens: int = 0
+    history: list[dict] = field(default_factory=list)  # one entry per step: loss, lr, tokens
+
+
+def resolve_device(spec: TrainSpec) -> torch.device:
+    if spec.device == "cuda" and not torch.cuda.is_available():
+        raise TrainError("train.device='cuda' but no CUDA device is visible; use 'auto' or 'cpu'")
+    if spec.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(spec.device)
+
+
+def autocast_for(spec: TrainSpec, device: torch.device):
+    use_bf16 = spec.precision == "bf16" or (spec.precision == "auto" and device.type == "cuda")
+    return partial(torch.autocast, device.type, dtype=torch.bfloat16) if use_bf16 else nullcontext
+
+
+def lr_at(spec: TrainSpec, tokens: int) -> float:
+    """Linear warmup from 0, then cosine decay to min_lr_ratio * lr at spec.tokens."""
+    if tokens < spec.warmup_tokens:
+        return spec.lr * tokens / spec.warmup_tokens
+    progress = min(1.0, (tokens - spec.warmup_tokens) / max(1, spec.tokens - spec.warmup_tokens))
+    floor = spec.min_lr_ratio * spec.lr
+    return floor + (spec.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def make_optimizer(model: nn.Module, spec: TrainSpec, device: torch.device) -> torch.optim.AdamW:
+    """Weight decay on the matrices of Linear layers and the embedding only (fox.md 2.13)."""
+    decay = {id(m.weight) for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))}
+    params = list(dict.fromkeys(model.parameters()))
+    groups = [
+        {"params": [p for p in params if id(p) in decay], "weight_decay": spec.weight_decay},
+        {"params": [p for p in params if id(p) not in decay], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=spec.lr, betas=spec.betas, fused=device.type == "cuda")
+
+
+def save_checkpoint(path: Path, model, opt, state: TrainState, spec_hash: str) -> None:
+    """Write to a temporary file and rename: a kill mid-write leaves the last good checkpoint."""
+    tmp = path.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": state.step,
+                "tokens": state.tokens, "history": state.history, "spec_hash": spec_hash}, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path, model, opt, spec_hash: str) -> TrainState:
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    if ckpt["spec_hash"] != spec_hash:
+        raise TrainError(f"{path} belongs to spec {ckpt['spec_hash']}, not {spec_hash}; use another --out")
+    model.load_state_dict(ckpt["model"])
+    opt.load_state_dict(ckpt["optimizer"])
+    return TrainState(ckpt["step"], ckpt["tokens"], ckpt["history"])
+
+
+def _oom(err: BaseException) -> bool:
+    text = str(err)
+    return isinstance(err, torch.cuda.OutOfMemoryError) or "can't allocate memory" in text or "out of memory" in text
+
+
+def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = None,
+          checkpoint: Path | None = None, device: torch.device | None = None) -> dict:
+    """Train ``model`` in place; returns throughput figures and the state's history."""
+    spec = trial.train
+    device = device or resolve_device(spec)
+    autocast = autocast_for(spec, device)
+    opt = make_optimizer(model, spec, device)
+    state = TrainState()
+    if checkpoint is not None and checkpoint.exists():
+        state = load_checkpoint(checkpoint, model, opt, trial.spec_hash())
+        if hasattr(reporter, "on_resume"):
+            reporter.on_resume(state.history)
+    step_fn = torch.compile(model) if spec.compile else model
+    context = data.context
+    tokens_per_step = spec.batch_size * spec.grad_accum * context
+    total_steps = math.ceil(spec.tokens / tokens_per_step)
+    next_eval = _next_multiple(state.tokens, spec.eval_every_tokens)
+    next_ckpt = _next_multiple(state.tokens, spec.checkpoint_every_tokens)
+    timed_tokens, timed_seconds = 0, 0.0
+    model.train()
+    while state.step < total_steps:
+        t0 = time.perf_counter()
+        lr = lr_at(spec, state.tokens)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        try:
+            loss = _accumulate(step_fn, data, trial.seed, state.step, spec, device, autocast)
+        except (RuntimeError, MemoryError) as e:
+            if not _oom(e):
+                raise
+            raise TrainError(
+                f"train.batch_size={spec.batch_size} with context {context} does not fit in memory on "
+                f"{device.type}: lower batch_size and raise grad_accum to keep the tokens per step "
+                f"(e.g. batch_size {max(1, spec.batch_size // 2)}, grad_accum {spec.grad_accum * 2})"
+            ) from None
+        if not math.isfinite(loss):
+            raise TrainError(f"the training loss became {loss} at step {state.step} ({state.tokens} tokens)")
+        grad_norm = nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip or float("inf"))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - t0
+        state.step += 1
+        state.tokens += tokens_per_step
+        if state.step > max(1, total_steps // 10):  # leave compilation and warm-up out of the rate
+            timed_tokens, timed_seconds = timed_tokens + tokens_per_step, timed_seconds + seconds
+        metrics = {"train_loss": loss, "lr": lr, "grad_norm": float(grad_norm), "step": state.step}
+        if next_eval is not None and state.tokens >= next_eval:
+            metrics["val_loss"] = quick_val_loss(model, data, spec, device, autocast)
+            next_eval = _next_multiple(state.tokens, spec.eval_every_tokens)
+        state.history.append({"tokens": state.tokens, **metrics})
+        if reporter is not None:
+            reporter.report(state.tokens, metrics)
+        if next_ckpt is not None and state.tokens >= next_ckpt and checkpoint is not None:
+            save_checkpoint(checkpoint, model, opt, state, trial.spec_hash())
+            next_ckpt = _next_multiple(state.tokens, spec.checkpoint_every_tokens)
+    return {"steps": state.step, "tokens": state.tokens, "history": state.history,
+            "tokens_per_s": timed_tokens / timed_seconds if timed_seconds else None}
+
+
+def _next_multiple(tokens: int, every: int | None) -> int | None:
+    return None if every is None else (tokens // every + 1) * every
+
+
+def _accumulate(model, data, seed, step, spec: TrainSpec, device, autocast) -> float:
+    total = 0.0
+    for micro in range(spec.grad_accum):
+        batch = data.train_batch(seed, step, micro, spec.batch_size)
+        x, y = batch.x.to(device, non_blocking=True), batch.y.to(device, non_blocking=True)
+        with autocast():
+            logits = model(x)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE) / spec.grad_accum
+        loss.backward()
+        total += loss.item()
+    return total
+
+
+def quick_val_loss(model, data, spec: TrainSpec, device, autocast) -> float:
+    """Mean loss on the first eval_batches held-out batches of the training context."""
+    batches = data.eval_batches(data.context, spec.eval_batches * spec.batch_size, spec.batch_size)
+    model.eval()
+    total, count = per_position_loss(model, batches, device, autocast)
+    model.train()
+    return float(total.sum() / max(count.sum(), 1))

@@ -1,0 +1,125 @@
+"""One trial end to end: data, model, training, evaluation, result.json."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from workbench.data import load_data
+from workbench.evaluate import evaluate, unigram_entropy
+from workbench.info import flops_per_token, param_counts
+from workbench.model import build_model
+from workbench.specs import TrialSpec
+from workbench.train import PEAK_FLOPS, autocast_for, resolve_device, train
+
+
+def code_version() -> str:
+    """The git commit of this checkout (with '+dirty' for uncommitted changes), or 'unknown'."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if rev.returncode:
+        return "unknown"
+    return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version(), "torch": torch.__version__, "code": code_version()}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except ImportError:
+        pass
+    return out
+
+
+def write_json(path: Path, obj) -> None:
+    """Atomic: a reader never sees half a file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
+
+
+class JsonlReporter:
+    """Append-only metrics.jsonl beside the result; on resume it keeps the checkpoint's history."""
+
+    def __init__(self, path: Path, echo=None):
+        self.path, self.echo = path, echo
+
+    def on_resume(self, history: list[dict]) -> None:
+        self.path.write_text("".join(json.dumps(h) + "\n" for h in history))
+
+    def report(self, tokens: int, metrics: dict) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps({"tokens": tokens, **metrics}) + "\n")
+        if self.echo is not None:
+            self.echo(tokens, metrics)
+
+
+class Progress:
+    """One status line on stderr, redrawn at most twice a second."""
+
+    def __init__(self, total_tokens: int):
+        self.total, self.start, self.last = total_tokens, time.time(), 0.0
+
+    def __call__(self, tokens: int, metrics: dict) -> None:
+        now = time.time()
+        if now - self.last < 0.5 and tokens < self.total:
+            return
+        self.last = now
+        rate = tokens / max(now - self.start, 1e-9)
+        eta = (self.total - tokens) / max(rate, 1e-9)
+        val = f"  val {metrics['val_loss']:.3f}" if "val_loss" in metrics else ""
+        sys.stderr.write(f"\r  step {metrics['step']}  {tokens:,}/{self.total:,} tokens  loss {metrics['train_loss']:.3f}{val}"
+                         f"  {rate:,.0f} tok/s  eta {eta:.0f}s   ")
+        if tokens >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = False) -> dict:
+    """Train and evaluate ``trial`` into ``out_dir`` (checkpoint.pt, metrics.jsonl, result.json).
+    A checkpoint already in out_dir is resumed."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if trial.train.cpu_threads:
+        torch.set_num_threads(trial.train.cpu_threads)
+    device = resolve_device(trial.train)
+    data = load_data(trial.data, trial.model.vocab_size, trial.seed)
+    torch.manual_seed(trial.seed)
+    model = build_model(trial.model).to(device)
+    echo = Progress(trial.train.tokens) if progress else None
+    reporter = reporter or JsonlReporter(out_dir / "metrics.jsonl", echo)
+    write_json(out_dir / "spec.json", trial.model_dump(mode="json"))
+    trained = train(trial, model, data, reporter, out_dir / "checkpoint.pt", device)
+    result = evaluate(model, data, trial.eval, data.context, device, autocast_for(trial.train, device))
+    counts = param_counts(trial.model)
+    flops = flops_per_token(trial.model, data.context)["train"]
+    peak = PEAK_FLOPS.get(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    rate = trained["tokens_per_s"]
+    result.update(
+        unigram_entropy=unigram_entropy(data.val_tokens()),
+        tokens_per_s=rate,
+        mfu=(flops * rate / peak) if (peak and rate) else None,
+        train_flops_per_token=flops,
+        n_params=counts["total"],
+        n_params_non_embedding=counts["non_embedding"],
+        train_tokens=trained["tokens"],
+        steps=trained["steps"],
+        context=data.context,
+        spec=trial.model_dump(mode="json"),
+        spec_hash=trial.spec_hash(),
+        versions=versions(),
+        device=torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
+    )
+    write_json(out_dir / "result.json", result)
+    return result
