@@ -69,6 +69,71 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_study(path: str):
+    from workbench.errors import read_yaml, validate
+    from workbench.study import StudySpec
+
+    return validate(StudySpec, read_yaml(path), path)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench.info import param_counts
+    from workbench.runner import plan, run_study
+
+    study = _load_study(args.study)
+    workdir = Path(args.workdir)
+    if args.dry_run:
+        trials, done = plan(study, workdir, args.tracking_uri)
+        print(f"study {study.name!r}: {len(trials)} trials, {sum(t.spec_hash in done for t in trials)} done")
+        print(f"{'variant':<36} {'seed':>4}  {'spec hash':<16}  {'params':>12}  status")
+        for t in trials:
+            status = "done" if t.spec_hash in done else "to run"
+            print(f"{t.variant[:36]:<36} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  {status}")
+        return 0
+    run = run_study(study, workdir, ray_address=args.ray_address, tracking_uri=args.tracking_uri,
+                    max_concurrent=args.max_concurrent)
+    ran = list(run.outcomes.values())
+    print(f"\nstudy {study.name!r}: {len(run.trials)} trials; {len(run.trials) - len(ran)} were already done; "
+          f"{sum(o.status == 'FINISHED' for o in ran)} finished now; {sum(o.status != 'FINISHED' for o in ran)} failed")
+    for o in ran:
+        detail = f"val_ppl {o.val_ppl:.3f}" if o.val_ppl else o.reason.strip().splitlines()[-1][:200] if o.reason else ""
+        print(f"  {o.status:<9} {o.trial.variant} / seed {o.trial.seed}  {detail}")
+    failures = [o for o in ran if o.status != "FINISHED"]
+    if failures:
+        print(f"{len(failures)} trial(s) failed: " + "; ".join(f"{o.trial.variant} / seed {o.trial.seed}" for o in failures))
+    print(f"results: wb results {args.study} --workdir {args.workdir}")
+    return 1 if failures else 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench.results import print_table, study_table, trial_runs
+    from workbench.study import expand
+
+    study = _load_study(args.study) if args.study.endswith((".yaml", ".yml")) else None
+    name = study.name if study else args.study
+    experiment = study.experiment if study else args.study
+    runs = trial_runs(Path(args.workdir), name, experiment, args.tracking_uri)
+    if runs.is_empty():
+        print(f"no finished trials of study {name!r} in {args.tracking_uri or args.workdir}", file=sys.stderr)
+        return 1
+    base = args.base or _base_variant(study, runs)
+    order = list(dict.fromkeys(t.variant for t in expand(study))) if study else None
+    print_table(study_table(runs, base, order=order), base)
+    return 0
+
+
+def _base_variant(study, runs) -> str:
+    design = study.design if study else None
+    name = getattr(design, "base_name", None)
+    if name is None and design is not None and getattr(design, "variants", None):
+        name = design.variants[0].name
+    return name or runs["variant"][0]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wb", description="The FoX ablation workbench.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -82,6 +147,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-resume", dest="resume", action="store_false",
                    help="start from scratch even if DIR holds a checkpoint of this trial")
     p.set_defaults(func=cmd_train)
+    p = sub.add_parser("run", help="run a study: every trial not yet finished, on Ray Tune, tracked in MLflow")
+    p.add_argument("study", help="a study YAML file")
+    p.add_argument("--workdir", default="wb-runs", help="tracking store (mlflow.db), artifacts, checkpoints, Ray results")
+    p.add_argument("--dry-run", action="store_true", help="list the trials and whether each is done; run nothing")
+    p.add_argument("--ray-address", help="an existing Ray cluster (default: start Ray locally)")
+    p.add_argument("--tracking-uri", help="an MLflow server (default: sqlite in the workdir)")
+    p.add_argument("--max-concurrent", type=int, help="at most this many trials at once")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("results", help="a study's table from the tracking store: mean and 95%% CI over seeds")
+    p.add_argument("study", help="the study's YAML file or its name")
+    p.add_argument("--workdir", default="wb-runs")
+    p.add_argument("--tracking-uri")
+    p.add_argument("--base", help="the variant deltas are taken against (default: the design's base)")
+    p.set_defaults(func=cmd_results)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

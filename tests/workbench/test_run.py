@@ -1,0 +1,232 @@
+"""`wb run` end to end with real Ray Tune and MLflow: tracking, resume, failures, clusters, servers."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+MINI_BASE = {
+    "model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2,
+              "mlp": {"kind": "swiglu", "intermediate_size": 64}},
+    "data": {"kind": "builtin", "context": 64, "max_bytes": 600000},
+    "train": {"tokens": 24000, "batch_size": 8, "eval_every_tokens": 8192, "eval_batches": 1, "cpu_threads": 1},
+    "eval": {"sequences": 4, "length_multiples": [1]},
+}
+
+
+def write_study(tmp_path, name="mini", changes=None, seeds=(0,), base=None, **extra):
+    changes = changes if changes is not None else [{"name": "no gate", "set": {"model.attention.forget_gate": "none"}}]
+    spec = {"name": name, "base": base or MINI_BASE, "seeds": list(seeds),
+            "design": {"kind": "ablation", "base_name": "FoX (Pro)", "changes": changes}, **extra}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def wb(*args, timeout=300, **kw):
+    return subprocess.run([sys.executable, "-m", "workbench.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=timeout, **kw)
+
+
+def trial_runs(workdir, experiment):
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(experiment)
+    return client, client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial'")
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("qs")
+    start = time.time()
+    proc = wb("run", ROOT / "studies/quickstart.yaml", "--workdir", workdir)
+    return workdir, proc, time.time() - start
+
+
+def test_quickstart_runs_end_to_end_and_is_tracked(quickstart):
+    workdir, proc, seconds = quickstart
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert seconds < 180
+    client, runs = trial_runs(workdir, "quickstart")
+    assert len(runs) == 6 and {r.info.status for r in runs} == {"FINISHED"}
+    parent = client.search_runs([runs[0].info.experiment_id], "tags.wb_kind = 'study'")[0]
+    for run in runs:
+        tags = run.data.tags
+        assert tags["mlflow.parentRunId"] == parent.info.run_id
+        assert {"study", "variant", "seed", "spec_hash", "code_version"} <= set(tags)
+        assert run.data.params["model.attention.kv_shift.kind"] in ("kv", "none")
+        history = client.get_metric_history(run.info.run_id, "train_loss")
+        assert len(history) > 10 and history[-1].step > history[0].step  # step = tokens seen
+        artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert {"spec.json", "result.json", "per_position_loss.json"} <= artifacts
+
+
+def test_a_second_run_adds_nothing_and_is_quick(quickstart):
+    workdir = quickstart[0]
+    start = time.time()
+    proc = wb("run", ROOT / "studies/quickstart.yaml", "--workdir", workdir)
+    assert proc.returncode == 0 and time.time() - start < 30
+    assert "0 to run" in proc.stderr
+    assert len(trial_runs(workdir, "quickstart")[1]) == 6
+    dry = wb("run", ROOT / "studies/quickstart.yaml", "--workdir", workdir, "--dry-run")
+    rows = dry.stdout.splitlines()[2:]
+    assert len(rows) == 6 and all(row.endswith("  done") for row in rows)
+
+
+def test_results_table_equals_the_store(quickstart):
+    workdir = quickstart[0]
+    proc = wb("results", ROOT / "studies/quickstart.yaml", "--workdir", workdir)
+    assert proc.returncode == 0, proc.stderr
+    _, runs = trial_runs(workdir, "quickstart")
+    base = [r.data.metrics["val_ppl"] for r in runs if r.data.tags["variant"] == "FoX (Pro)"]
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("FoX (Pro) "))
+    assert f"{sum(base) / len(base):.3f}" in line
+
+
+def test_adding_a_seed_runs_only_the_new_trials(tmp_path):
+    workdir = tmp_path / "w"
+    assert wb("run", write_study(tmp_path, seeds=(0,)), "--workdir", workdir).returncode == 0
+    proc = wb("run", write_study(tmp_path, seeds=(0, 1)), "--workdir", workdir)
+    assert proc.returncode == 0 and "2 already done, 2 to run" in proc.stderr
+    runs = trial_runs(workdir, "mini")[1]
+    assert len(runs) == 4 and len({r.data.tags["spec_hash"] for r in runs}) == 4
+
+
+def test_a_driver_killed_mid_way_resumes_with_every_trial_finished_once(tmp_path):
+    changes = [{"name": f"lr {lr}", "set": {"train.lr": lr}} for lr in (1e-3, 3e-3, 1e-2)]
+    study = write_study(tmp_path, name="killed", changes=changes, seeds=(0,),
+                        base={**MINI_BASE, "train": {**MINI_BASE["train"], "tokens": 60000}})
+    workdir = tmp_path / "w"
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "run", str(study), "--workdir", str(workdir),
+                             "--max-concurrent", "1"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        db = workdir / "mlflow.db"
+        if db.exists():
+            try:
+                finished = [r for r in trial_runs(workdir, "killed")[1] if r.info.status == "FINISHED"]
+            except Exception:
+                finished = []
+            if finished:
+                break
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    subprocess.run([str(BIN / "ray"), "stop", "--force"], capture_output=True)
+    statuses = [r.info.status for r in trial_runs(workdir, "killed")[1]]
+    assert 1 <= statuses.count("FINISHED") < 4, statuses
+    again = wb("run", study, "--workdir", workdir)
+    assert again.returncode == 0, again.stderr[-3000:]
+    runs = trial_runs(workdir, "killed")[1]
+    finished = [r.data.tags["spec_hash"] for r in runs if r.info.status == "FINISHED"]
+    assert len(finished) == 4 and len(set(finished)) == 4
+    assert all(r.info.status in ("FINISHED", "KILLED") for r in runs)
+
+
+def test_failing_trials_are_recorded_with_their_reasons_and_the_rest_finish(tmp_path):
+    changes = [
+        {"name": "raises", "set": {"data": {"kind": "text", "paths": [str(tmp_path / "missing.txt")], "context": 64}}},
+        {"name": "goes NaN", "set": {"train.lr": 1e6, "train.grad_clip": None}},
+    ]
+    workdir = tmp_path / "w"
+    proc = wb("run", write_study(tmp_path, name="failing", changes=changes), "--workdir", workdir)
+    assert proc.returncode == 1
+    assert "2 trial(s) failed: raises / seed 0; goes NaN / seed 0" in proc.stdout
+    runs = {r.data.tags["variant"]: r for r in trial_runs(workdir, "failing")[1]}
+    assert runs["FoX (Pro)"].info.status == "FINISHED"
+    assert runs["raises"].info.status == "FAILED" and "no such file or folder" in runs["raises"].data.tags["error"]
+    assert runs["goes NaN"].info.status == "FAILED" and "loss became nan" in runs["goes NaN"].data.tags["error"]
+
+
+@pytest.mark.parametrize(
+    "case,expected",
+    [
+        ("unknown key", "learning_rate: Extra inputs are not permitted"),
+        ("unknown kind", "model.attention.rope: unknown kind 'alibi'; registered kinds: none, rope"),
+        ("missing path", "'model.attention.gate': model.attention has no field 'gate'"),
+        ("malformed yaml", "malformed YAML"),
+        ("gpu without gpu", "resources.gpu=0.25: this machine has no GPU"),
+        ("empty design", "design.ablation.changes: List should have at least 1 item"),
+    ],
+)
+def test_bad_study_files_write_nothing(tmp_path, case, expected):
+    if case == "malformed yaml":
+        path = tmp_path / "bad.yaml"
+        path.write_text("name: x\ndesign: {kind: ablation\n")
+    elif case == "unknown key":
+        path = write_study(tmp_path, base={**MINI_BASE, "train": {**MINI_BASE["train"], "learning_rate": 1}})
+    elif case == "unknown kind":
+        path = write_study(tmp_path, changes=[{"name": "a", "set": {"model.attention.rope": "alibi"}}])
+    elif case == "missing path":
+        path = write_study(tmp_path, changes=[{"name": "a", "set": {"model.attention.gate": "none"}}])
+    elif case == "gpu without gpu":
+        if shutil.which("nvidia-smi"):
+            pytest.skip("this machine has a GPU")
+        path = write_study(tmp_path, resources={"cpu": 1, "gpu": 0.25})
+    else:
+        path = write_study(tmp_path, changes=[])
+    proc = wb("run", path, "--workdir", tmp_path / "w", timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert expected in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "w" / "mlflow.db").exists()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_existing_ray_cluster_runs_the_study(tmp_path):
+    port = free_port()
+    head = subprocess.run([str(BIN / "ray"), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+                           "--num-cpus", "2", "--include-dashboard=false", "--disable-usage-stats"],
+                          capture_output=True, text=True, timeout=120)
+    assert head.returncode == 0, head.stderr[-2000:]
+    try:
+        proc = wb("run", write_study(tmp_path, name="cluster"), "--workdir", tmp_path / "w",
+                  "--ray-address", f"127.0.0.1:{port}")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert [r.info.status for r in trial_runs(tmp_path / "w", "cluster")[1]] == ["FINISHED", "FINISHED"]
+    finally:
+        subprocess.run([str(BIN / "ray"), "stop", "--force"], capture_output=True, timeout=120)
+
+
+def test_mlflow_server_serves_the_study_with_runs_nested(quickstart):
+    workdir = quickstart[0]
+    port = free_port()
+    server = subprocess.Popen([str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}",
+                               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}/api/2.0/mlflow"
+    try:
+        for _ in range(120):
+            try:
+                with urllib.request.urlopen(f"{base}/experiments/get-by-name?experiment_name=quickstart", timeout=2) as r:
+                    exp = json.load(r)["experiment"]
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("mlflow server did not answer")
+        body = json.dumps({"experiment_ids": [exp["experiment_id"]], "filter": "tags.wb_kind = 'trial'", "max_results": 100}).encode()
+        request = urllib.request.Request(f"{base}/runs/search", data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            runs = json.load(r)["runs"]
+        parents = {t["value"] for run in runs for t in run["data"]["tags"] if t["key"] == "mlflow.parentRunId"}
+        assert len(runs) == 6 and len(parents) == 1
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)

@@ -1,0 +1,69 @@
+"""Study files: every design expands to the right variants; bad files are one clear error."""
+import pytest
+
+from workbench.errors import SpecError, validate
+from workbench.study import StudySpec, expand
+
+BASE = {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2},
+        "data": {"kind": "builtin", "context": 32}}
+
+
+def study(design, **kw):
+    return validate(StudySpec, {"name": "s", "base": BASE, "design": design, **kw})
+
+
+def test_ablation_is_the_base_plus_one_change_at_a_time_times_seeds():
+    trials = expand(study({"kind": "ablation", "base_name": "FoX (Pro)", "changes": [
+        {"name": "FoX (Pro) - QK-norm", "set": {"model.attention.qk_norm": "none"}},
+        {"name": "FoX (Pro) - KV-shift", "set": {"model.attention.kv_shift": "none"}}]}, seeds=[0, 1, 2]))
+    assert [(t.variant, t.seed) for t in trials][:3] == [("FoX (Pro)", 0), ("FoX (Pro)", 1), ("FoX (Pro)", 2)]
+    assert len(trials) == 9 and len({t.spec_hash for t in trials}) == 9
+    qk = [t for t in trials if t.variant == "FoX (Pro) - QK-norm"][0].spec.model.attention
+    assert qk.qk_norm.kind == "none" and qk.kv_shift.kind == "kv"
+
+
+def test_cumulative_applies_changes_one_after_another():
+    trials = expand(study({"kind": "cumulative", "base_name": "FoX (LLaMA)", "steps": [
+        {"name": "+ QK-norm", "set": {"model.attention.qk_norm": "rmsnorm"}},
+        {"name": "+ output gate", "set": {"model.attention.output_gate": "sigmoid"}}]},
+        base={**BASE, "model": {**BASE["model"], "preset": "fox_llama"}}))
+    last = trials[-1].spec.model.attention
+    assert [t.variant for t in trials] == ["FoX (LLaMA)", "+ QK-norm", "+ output gate"]
+    assert last.qk_norm.kind == "rmsnorm" and last.output_gate.kind == "sigmoid"
+    assert trials[1].spec.model.attention.output_gate.kind == "none"
+
+
+def test_grid_is_the_cartesian_product_and_variants_are_explicit():
+    grid = expand(study({"kind": "grid", "axes": {"train.lr": [1e-3, 2e-3], "model.d_model": [32, 64]}}))
+    assert len(grid) == 4 and grid[0].variant == "lr=0.001, d_model=32"
+    named = expand(study({"kind": "variants", "variants": [{"name": "a", "set": {"seed": 0}}, {"name": "b", "set": {"train.lr": 0.01}}]}))
+    assert [t.variant for t in named] == ["a", "b"]
+
+
+def test_search_draws_per_variant_and_is_reproducible():
+    search = {"space": {"train.lr": {"loguniform": [1e-4, 1e-2]}}, "num_samples": 3}
+    design = {"kind": "ablation", "changes": [{"name": "no gate", "set": {"model.attention.forget_gate": "none"}}]}
+    a, b = expand(study(design, search=search)), expand(study(design, search=search))
+    assert len(a) == 6 and [t.spec_hash for t in a] == [t.spec_hash for t in b]
+    lrs = [t.spec.train.lr for t in a]
+    assert all(1e-4 <= lr <= 1e-2 for lr in lrs) and len(set(lrs)) == 6
+
+
+@pytest.mark.parametrize(
+    "data,expected",
+    [
+        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": []}}, "design.ablation.changes: List should have at least 1 item"),
+        ({"name": "s", "base": BASE, "design": {"kind": "grid", "axes": {}}}, "design.grid.axes"),
+        ({"name": "s", "base": BASE, "desing": {"kind": "variants"}}, "desing: Extra inputs are not permitted"),
+        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "set": {"model.attention.qk_nrom": "none"}}]}},
+         "design.changes[0] (x): 'model.attention.qk_nrom': model.attention has no field 'qk_nrom' (it has: forget_gate, kv_shift"),
+        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "set": {"model.attention.qk_norm": "bogus"}}]}},
+         "model.attention.qk_norm: unknown kind 'bogus'; registered kinds: none, rmsnorm"),
+        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "set": {"seed": 0}}]}},
+         "give the same trial"),
+    ],
+)
+def test_bad_study_files_are_one_clear_error(data, expected):
+    with pytest.raises(SpecError) as err:
+        expand(validate(StudySpec, data, "study.yaml"))
+    assert expected in str(err.value), str(err.value)

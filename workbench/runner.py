@@ -1,0 +1,239 @@
+"""Running a study: the trials that are not done yet, on Ray Tune, tracked by the driver.
+
+One Ray Tune trial = ``train_trial(TrialSpec)``. Trials report through ``tune.report`` (every
+validation, with the step metrics since the last one, and once at the end with the arrays); a
+driver-side Tune callback writes MLflow. A failing trial reports its reason and ends; the others go
+on. Trials whose spec hash has a FINISHED run are skipped, and a trial interrupted mid-way resumes
+from its checkpoint under ``<workdir>/trials/<spec_hash>``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.errors import SpecError
+from workbench.study import StudySpec, Trial, expand
+from workbench.tracking import Store, local_tracking_uri
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Tune's own CSV/JSON/TensorBoard loggers would duplicate what MLflow records.
+os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+
+
+class TuneReporter:
+    """Buffers the step metrics; hands them to Tune with each validation result."""
+
+    def __init__(self):
+        self.steps: list[dict] = []
+
+    def report(self, tokens: int, metrics: dict) -> None:
+        from ray import tune
+
+        self.steps.append({"tokens": tokens, **metrics})
+        if "val_loss" in metrics:
+            tune.report({"tokens": tokens, "val_loss": metrics["val_loss"], "wb_steps": self.take()})
+
+    def take(self) -> list[dict]:
+        steps, self.steps = self.steps, []
+        return steps
+
+
+def train_trial(tune_config: dict) -> None:
+    """The Ray Tune trainable: one trial, from its spec's JSON (param_space["t"])."""
+    import torch
+    from ray import tune
+
+    from workbench.specs import TrialSpec
+    from workbench.trial import run_trial
+
+    config = tune_config["t"]
+    trial = TrialSpec.model_validate_json(config["spec"])
+    if trial.train.cpu_threads is None:
+        torch.set_num_threads(max(1, int(config["cpus"])))
+    reporter = TuneReporter()
+    try:
+        result = run_trial(trial, Path(config["dir"]), reporter)
+    except Exception as e:  # recorded FAILED with its reason; the study goes on
+        tune.report({"wb_failed": f"{type(e).__name__}: {e}", "wb_steps": reporter.take()})
+        return
+    tune.report({"tokens": result["train_tokens"], "val_loss": result["val_loss"], "wb_done": True,
+                 "wb_result": result, "wb_steps": reporter.take()})
+
+
+@dataclass
+class Outcome:
+    trial: Trial
+    status: str = "PENDING"
+    reason: str = ""
+    val_ppl: float | None = None
+    seconds: float = 0.0
+    started: float = field(default_factory=time.time)
+
+
+def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outcomes: dict[str, Outcome]):
+    from ray import tune
+
+    class TrackingCallback(tune.Callback):
+        """Driver side: the only writer of the tracking store."""
+
+        def __init__(self):
+            self.runs: dict[str, str] = {}
+
+        def _outcome(self, trial) -> Outcome:
+            return outcomes[trial.config["t"]["key"]]  # the grid value of param_space["t"]
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            out = self._outcome(trial)
+            out.status, out.started = "RUNNING", time.time()
+            self.runs[trial.trial_id] = store.start_trial(parent_id, study, out.trial, code)
+            _say(f"start   {out.trial.variant} / seed {out.trial.seed}  [{out.trial.spec_hash}]")
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            run_id, out = self.runs[trial.trial_id], self._outcome(trial)
+            rows = [(k, v, s["tokens"]) for s in result.get("wb_steps", []) for k, v in s.items()
+                    if k not in ("tokens", "step") and isinstance(v, (int, float))]
+            store.log_metrics(run_id, rows)
+            if result.get("wb_done"):
+                store.finish_trial(run_id, result["wb_result"])
+                self._end(out, "FINISHED", val_ppl=result["wb_result"]["val_ppl"])
+            elif result.get("wb_failed"):
+                store.fail_trial(run_id, result["wb_failed"])
+                self._end(out, "FAILED", reason=result["wb_failed"])
+            else:
+                out.last = result  # an intermediate validation, kept for an early stop
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            out = self._outcome(trial)
+            if out.status == "RUNNING":  # stopped by the scheduler (ASHA) before its last report
+                last = getattr(out, "last", {})
+                store.finish_trial(self.runs[trial.trial_id], {"val_loss": last.get("val_loss"), "tokens": last.get("tokens")}, stopped_early=True)
+                self._end(out, "FINISHED", reason="stopped early by ASHA")
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            out = self._outcome(trial)
+            if out.status == "RUNNING":
+                reason = _error_text(trial)
+                store.fail_trial(self.runs[trial.trial_id], reason)
+                self._end(out, "FAILED", reason=reason)
+
+        def _end(self, out: Outcome, status: str, reason: str = "", val_ppl=None):
+            out.status, out.reason, out.val_ppl, out.seconds = status, reason, val_ppl, time.time() - out.started
+            done = sum(o.status in ("FINISHED", "FAILED") for o in outcomes.values())
+            detail = f"val_ppl {val_ppl:.3f}" if val_ppl else reason[:160]
+            _say(f"{status.lower():<9}{out.trial.variant} / seed {out.trial.seed}  {detail}  "
+                 f"({out.seconds:.0f} s)  [{done}/{len(outcomes)}]")
+
+    return TrackingCallback()
+
+
+def _error_text(trial) -> str:
+    path = getattr(trial, "error_file", None)
+    if path and Path(path).exists():
+        return Path(path).read_text()[-2000:]
+    return "the trial's process died without a report (killed, or out of memory)"
+
+
+def _say(line: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')}  {line}", file=sys.stderr, flush=True)
+
+
+def check_gpus(study: StudySpec, ray_address: str | None) -> None:
+    if study.resources.gpu <= 0:
+        return
+    if ray_address is None:
+        import torch
+
+        if torch.cuda.device_count() == 0:
+            raise SpecError(f"resources.gpu={study.resources.gpu}: this machine has no GPU; "
+                            "set resources.gpu: 0 to run on the CPU, or pass --ray-address of a cluster with GPUs")
+    else:
+        import ray
+
+        if ray.cluster_resources().get("GPU", 0) == 0:
+            raise SpecError(f"resources.gpu={study.resources.gpu}: the Ray cluster at {ray_address} has no GPU")
+
+
+@dataclass
+class StudyRun:
+    trials: list[Trial]
+    done: dict[str, str]
+    outcomes: dict[str, Outcome]
+
+
+def plan(study: StudySpec, workdir: Path, tracking_uri: str | None) -> tuple[list[Trial], dict[str, str]]:
+    """All trials, and the spec hashes already FINISHED in the store (read without creating it)."""
+    trials = expand(study)
+    if tracking_uri is None and not (workdir / "mlflow.db").exists():
+        return trials, {}
+    store = Store(tracking_uri or local_tracking_uri(workdir), study.experiment, workdir / "mlartifacts")
+    return trials, store.finished_trials(study.name)
+
+
+def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None, tracking_uri: str | None = None,
+              max_concurrent: int | None = None) -> StudyRun:
+    if ray_address is not None and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").exists():
+        # `ray start` turns token authentication on and keeps the token in ~/.ray/auth_token; a
+        # driver sends it only with RAY_AUTH_MODE=token (Ray 2.60), read when ray is first imported.
+        os.environ["RAY_AUTH_MODE"] = "token"
+    import ray
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+
+    from workbench.trial import code_version
+
+    workdir = workdir.resolve()
+    trials = expand(study)
+    # Every check runs before the tracking store is touched: a bad study leaves nothing behind.
+    if ray_address is not None:
+        ray.init(address=ray_address, log_to_driver=False, configure_logging=False)
+    check_gpus(study, ray_address)
+    workdir.mkdir(parents=True, exist_ok=True)
+    store = Store(tracking_uri or local_tracking_uri(workdir), study.experiment, workdir / "mlartifacts")
+    code = code_version()
+    done = store.finished_trials(study.name)
+    todo = [t for t in trials if t.spec_hash not in done]
+    _say(f"study {study.name!r}: {len(trials)} trials, {len(trials) - len(todo)} already done, {len(todo)} to run")
+    outcomes = {t.spec_hash: Outcome(t) for t in todo}
+    if not todo:
+        return StudyRun(trials, done, outcomes)
+    reaped = store.reap_stale(study.name)
+    if reaped:
+        _say(f"{reaped} trial run(s) left RUNNING by an earlier driver marked KILLED; they run again")
+    parent_id = store.study_run(study.name, study.description, code)
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    configs = [{"key": t.spec_hash, "spec": t.spec.model_dump_json(), "dir": str(workdir / "trials" / t.spec_hash),
+                "cpus": study.resources.cpu} for t in todo]
+    scheduler = None
+    if study.search is not None and study.search.asha is not None:
+        scheduler = ASHAScheduler(time_attr="tokens", metric="val_loss", mode="min",
+                                  max_t=max(t.spec.train.tokens for t in todo),
+                                  grace_period=study.search.asha.grace_tokens,
+                                  reduction_factor=study.search.asha.reduction_factor)
+    resources = {"cpu": study.resources.cpu, "gpu": study.resources.gpu}
+    tuner = tune.Tuner(
+        tune.with_resources(train_trial, resources),
+        param_space={"t": tune.grid_search(configs)},
+        tune_config=tune.TuneConfig(
+            scheduler=scheduler, max_concurrent_trials=max_concurrent,
+            trial_name_creator=lambda tr: tr.config["t"]["key"],
+            trial_dirname_creator=lambda tr: tr.config["t"]["key"],
+        ),
+        run_config=tune.RunConfig(
+            name=study.name.replace("/", "_"), storage_path=str(workdir / "ray"), verbose=0,
+            callbacks=[_tracking_callback(store, parent_id, study.name, code, outcomes)],
+            failure_config=tune.FailureConfig(max_failures=0),
+        ),
+    )
+    # Tune's result grid looks for the file loggers we turned off and warns per trial; the store
+    # holds the results, so those warnings say nothing.
+    logging.getLogger("ray.tune").setLevel(logging.ERROR)
+    tuner.fit()
+    failed = sum(o.status != "FINISHED" for o in outcomes.values())
+    store.end_study(parent_id, failed)
+    return StudyRun(trials, done, outcomes)
+

@@ -1,0 +1,211 @@
+"""Study files: a base trial, a design of variants, seeds, an optional search; expanded into trials.
+
+Designs address fields by dotted path (``model.attention.qk_norm: none``):
+- ``grid``: the cartesian product of axes;
+- ``ablation``: the base plus one change at a time;
+- ``cumulative``: changes applied one after another, each prefix a variant (Table 3, upper half);
+- ``variants``: an explicit list of named variants.
+Seeds multiply every design. A study file is data: nothing in it is imported or executed.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, model_validator
+
+from workbench.errors import SpecError, format_validation_error
+from workbench.paths import PathError, set_path
+from workbench.specs import Spec, TrialSpec
+
+
+class Change(Spec):
+    """A named set of dotted-path edits."""
+
+    name: str = Field(min_length=1)
+    set: dict[str, Any] = Field(min_length=1)
+
+
+class GridDesign(Spec):
+    kind: Literal["grid"]
+    axes: dict[str, list[Any]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _non_empty_axes(self):
+        for path, values in self.axes.items():
+            if not values:
+                raise ValueError(f"axes.{path}: an axis needs at least one value")
+        return self
+
+
+class AblationDesign(Spec):
+    kind: Literal["ablation"]
+    base_name: str = "base"
+    changes: list[Change] = Field(min_length=1)
+
+
+class CumulativeDesign(Spec):
+    kind: Literal["cumulative"]
+    base_name: str = "base"
+    steps: list[Change] = Field(min_length=1)
+
+
+class VariantsDesign(Spec):
+    kind: Literal["variants"]
+    variants: list[Change] = Field(min_length=1)
+
+
+Design = Annotated[GridDesign | AblationDesign | CumulativeDesign | VariantsDesign, Field(discriminator="kind")]
+
+
+class Distribution(Spec):
+    """One searched field: exactly one of loguniform [lo, hi], uniform [lo, hi], choice [...]."""
+
+    loguniform: tuple[PositiveFloat, PositiveFloat] | None = None
+    uniform: tuple[float, float] | None = None
+    choice: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        given = [k for k in ("loguniform", "uniform", "choice") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of loguniform, uniform, choice (got {given or 'none'})")
+        return self
+
+    def sample(self, rng: np.random.Generator) -> Any:
+        if self.loguniform is not None:
+            lo, hi = self.loguniform
+            return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+        if self.uniform is not None:
+            return float(rng.uniform(*self.uniform))
+        return self.choice[int(rng.integers(len(self.choice)))]
+
+    def grid(self) -> list[Any]:
+        if self.choice is None:
+            raise ValueError("algorithm 'grid' needs choice lists for every searched field")
+        return list(self.choice)
+
+
+class ASHASpec(Spec):
+    """Asynchronous successive halving on validation loss, time measured in training tokens."""
+
+    grace_tokens: PositiveInt
+    reduction_factor: Annotated[float, Field(gt=1)] = 3.0
+
+
+class SearchSpec(Spec):
+    """Per-variant hyperparameter search: each variant (and seed) gets ``num_samples`` draws."""
+
+    space: dict[str, Distribution] = Field(min_length=1)
+    algorithm: Literal["random", "grid"] = "random"
+    num_samples: PositiveInt = 4
+    seed: NonNegativeInt = 0
+    asha: ASHASpec | None = None
+
+
+class Resources(Spec):
+    """Per trial. ``gpu`` may be a fraction (0.25 packs four small trials on one GPU)."""
+
+    cpu: PositiveFloat = 1.0
+    gpu: Annotated[float, Field(ge=0)] = 0.0
+
+
+class Tracking(Spec):
+    experiment: str | None = None  # default: the study's name
+
+
+class StudySpec(Spec):
+    name: str = Field(min_length=1)
+    description: str = ""
+    base: dict[str, Any] = {}
+    design: Design
+    seeds: list[NonNegativeInt] = Field(default=[0], min_length=1)
+    search: SearchSpec | None = None
+    resources: Resources = Resources()
+    tracking: Tracking = Tracking()
+
+    @property
+    def experiment(self) -> str:
+        return self.tracking.experiment or self.name
+
+
+@dataclass(frozen=True)
+class Trial:
+    variant: str
+    seed: int
+    spec: TrialSpec
+    edits: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def spec_hash(self) -> str:
+        return self.spec.spec_hash()
+
+
+def _variants(study: StudySpec) -> list[tuple[str, str, list[tuple[str, Any]]]]:
+    """(name, where in the file, edits) for every variant of the design."""
+    d = study.design
+    if isinstance(d, GridDesign):
+        paths = list(d.axes)
+        out = []
+        for values in itertools.product(*d.axes.values()):
+            edits = list(zip(paths, values))
+            name = ", ".join(f"{p.split('.')[-1]}={v}" for p, v in edits)
+            out.append((name, "design.axes", edits))
+        return out
+    if isinstance(d, AblationDesign):
+        return [(d.base_name, "base", [])] + [
+            (c.name, f"design.changes[{i}]", list(c.set.items())) for i, c in enumerate(d.changes)
+        ]
+    if isinstance(d, CumulativeDesign):
+        out, edits = [(d.base_name, "base", [])], []
+        for i, c in enumerate(d.steps):
+            edits = edits + list(c.set.items())
+            out.append((c.name, f"design.steps[{i}]", edits))
+        return out
+    return [(c.name, f"design.variants[{i}]", list(c.set.items())) for i, c in enumerate(d.variants)]
+
+
+def _search_points(search: SearchSpec | None, key: str) -> list[list[tuple[str, Any]]]:
+    if search is None:
+        return [[]]
+    if search.algorithm == "grid":
+        paths = list(search.space)
+        return [list(zip(paths, vals)) for vals in itertools.product(*(d.grid() for d in search.space.values()))]
+    # Draws depend on the search seed and the variant, not on the order of the study file.
+    rng = np.random.default_rng([search.seed, *key.encode()])
+    return [[(p, d.sample(rng)) for p, d in search.space.items()] for _ in range(search.num_samples)]
+
+
+def expand(study: StudySpec) -> list[Trial]:
+    """Every trial of the study, validated; raises SpecError naming the variant and field."""
+    try:
+        base = TrialSpec.model_validate(study.base).model_dump(mode="json")
+    except ValidationError as e:
+        raise SpecError(format_validation_error(e, f"study {study.name!r}, base")) from None
+    trials, names = [], set()
+    for name, where, edits in _variants(study):
+        if name in names:
+            raise SpecError(f"{where}: variant name {name!r} is used twice; variant names must be unique")
+        names.add(name)
+        for point in _search_points(study.search, name):
+            all_edits = edits + point
+            data = base
+            try:
+                for path, value in all_edits:
+                    data = set_path(data, path, value)
+            except PathError as e:
+                raise SpecError(f"{where} ({name}): {e}") from None
+            for seed in study.seeds:
+                try:
+                    spec = TrialSpec.model_validate({**data, "seed": seed})
+                except ValidationError as e:
+                    raise SpecError(format_validation_error(e, f"{where} ({name})")) from None
+                trials.append(Trial(name, seed, spec, tuple(point)))
+    hashes = [t.spec_hash for t in trials]
+    if len(set(hashes)) != len(hashes):
+        dup = next(h for h in hashes if hashes.count(h) > 1)
+        raise SpecError(f"two variants of the design give the same trial (spec hash {dup}); make each change change something")
+    return trials

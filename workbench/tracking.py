@@ -1,0 +1,122 @@
+"""The tracking store: MLflow, written by the driver only, in batches.
+
+One experiment per study; a parent run per study; a child run per trial with the flattened spec as
+params and tags ``study``, ``variant``, ``seed``, ``spec_hash``, ``code_version``; metrics with
+step = training tokens; the resolved spec, result.json and the per-position loss as artifacts.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+KIND = "wb_kind"  # tag: "study" or "trial"
+FINAL_METRICS = ("val_loss", "val_ppl", "unigram_entropy", "tokens_per_s", "mfu", "n_params",
+                 "n_params_non_embedding", "train_tokens", "mqar_accuracy")
+
+
+def local_tracking_uri(workdir: Path) -> str:
+    return f"sqlite:///{(workdir / 'mlflow.db').resolve()}"
+
+
+def flatten(data, prefix: str = "") -> dict[str, str]:
+    out = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = json.dumps(value) if isinstance(value, (list, tuple)) else str(value)
+    return out
+
+
+class Store:
+    def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None = None):
+        self.client = MlflowClient(tracking_uri)
+        exp = self.client.get_experiment_by_name(experiment)
+        if exp is None:
+            location = artifact_root.resolve().as_uri() if artifact_root is not None else None
+            self.experiment_id = self.client.create_experiment(experiment, artifact_location=location)
+        else:
+            self.experiment_id = exp.experiment_id
+
+    def _search(self, filter_string: str):
+        runs, token = [], None
+        while True:
+            page = self.client.search_runs([self.experiment_id], filter_string, max_results=1000, page_token=token)
+            runs += list(page)
+            token = page.token
+            if not token:
+                return runs
+
+    def finished_trials(self, study: str) -> dict[str, str]:
+        """spec_hash -> run id of every FINISHED trial of the study."""
+        runs = self._search(f"tags.{KIND} = 'trial' and tags.study = '{_quote(study)}' and attributes.status = 'FINISHED'")
+        return {r.data.tags["spec_hash"]: r.info.run_id for r in runs}
+
+    def study_run(self, study: str, description: str, code_version: str) -> str:
+        """The study's parent run, reused across resumed invocations."""
+        found = self._search(f"tags.{KIND} = 'study' and tags.study = '{_quote(study)}'")
+        if found:
+            run_id = found[0].info.run_id
+            self.client.update_run(run_id, status="RUNNING")
+        else:
+            tags = {KIND: "study", "study": study, MLFLOW_RUN_NAME: study, "mlflow.note.content": description}
+            run_id = self.client.create_run(self.experiment_id, tags=tags).info.run_id
+        self.client.set_tag(run_id, "code_version", code_version)
+        return run_id
+
+    def reap_stale(self, study: str) -> int:
+        """Trials left RUNNING by a driver that died are marked KILLED; they will run again."""
+        stale = self._search(f"tags.{KIND} = 'trial' and tags.study = '{_quote(study)}' and attributes.status = 'RUNNING'")
+        for run in stale:
+            self.client.set_tag(run.info.run_id, "error", "the driver stopped before this trial finished")
+            self.client.set_terminated(run.info.run_id, "KILLED")
+        return len(stale)
+
+    def start_trial(self, parent_id: str, study: str, trial, code_version: str) -> str:
+        tags = {KIND: "trial", MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"{trial.variant} / seed {trial.seed}",
+                "study": study, "variant": trial.variant, "seed": str(trial.seed), "spec_hash": trial.spec_hash,
+                "code_version": code_version}
+        run_id = self.client.create_run(self.experiment_id, tags=tags).info.run_id
+        params = [Param(k[:250], v[:6000]) for k, v in flatten(trial.spec.model_dump(mode="json")).items()]
+        for i in range(0, len(params), 100):
+            self.client.log_batch(run_id, params=params[i : i + 100])
+        return run_id
+
+    def log_metrics(self, run_id: str, rows: list[tuple[str, float, int]]) -> None:
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, float(v), now, int(step)) for k, v, step in rows if v is not None]
+        for i in range(0, len(metrics), 1000):
+            self.client.log_batch(run_id, metrics=metrics[i : i + 1000])
+
+    def finish_trial(self, run_id: str, result: dict, stopped_early: bool = False) -> None:
+        step = int(result.get("train_tokens") or result.get("tokens") or 0)
+        self.log_metrics(run_id, [(k, result[k], step) for k in FINAL_METRICS if isinstance(result.get(k), (int, float))])
+        if "spec" in result:
+            self.client.log_dict(run_id, result["spec"], "spec.json")
+            self.client.log_dict(run_id, result, "result.json")
+        if "per_position_loss" in result:
+            self.client.log_dict(run_id, {"per_position_loss": result["per_position_loss"],
+                                          "ppl_at_length": result.get("ppl_at_length")}, "per_position_loss.json")
+        tags = [RunTag("stopped_early", str(stopped_early).lower())]
+        self.client.log_batch(run_id, tags=tags)
+        self.client.set_terminated(run_id, "FINISHED")
+
+    def fail_trial(self, run_id: str, reason: str) -> None:
+        self.client.set_tag(run_id, "error", reason[:5000])
+        self.client.set_terminated(run_id, "FAILED")
+
+    def end_study(self, run_id: str, failed: int) -> None:
+        self.client.set_terminated(run_id, "FAILED" if failed else "FINISHED")
+
+
+def _quote(text: str) -> str:
+    return text.replace("'", "\\'")
+
+
+__all__ = ["Store", "flatten", "local_tracking_uri", "RunStatus"]
