@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Sets up the environment (scripts/setup.sh) and runs the main job.
+# Sets up the environment (scripts/setup.sh) and runs the main job: the quickstart study end to end
+# (local Ray, MLflow on SQLite in ./wb-runs, CPU when there is no GPU), then its results table.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
 cd "$root"
-wb info fox_pro
+wb run studies/quickstart.yaml --workdir wb-runs
+wb results studies/quickstart.yaml --workdir wb-runs

@@ -90,7 +90,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{'variant':<36} {'seed':>4}  {'spec hash':<16}  {'params':>12}  status")
         for t in trials:
             status = "done" if t.spec_hash in done else "to run"
-            print(f"{t.variant[:36]:<36} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  {status}")
+            also = f"  (also: {', '.join(t.aliases)})" if t.aliases else ""
+            name = f"{t.variant} [{t.point_label}]" if t.search_point else t.variant
+            print(f"{name[:36]:<36} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  {status}{also}")
         return 0
     run = run_study(study, workdir, ray_address=args.ray_address, tracking_uri=args.tracking_uri,
                     max_concurrent=args.max_concurrent)
@@ -99,7 +101,8 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"{sum(o.status == 'FINISHED' for o in ran)} finished now; {sum(o.status != 'FINISHED' for o in ran)} failed")
     for o in ran:
         detail = f"val_ppl {o.val_ppl:.3f}" if o.val_ppl else o.reason.strip().splitlines()[-1][:200] if o.reason else ""
-        print(f"  {o.status:<9} {o.trial.variant} / seed {o.trial.seed}  {detail}")
+        point = f" [{o.trial.point_label}]" if o.trial.search_point else ""
+        print(f"  {o.status:<9} {o.trial.variant}{point} / seed {o.trial.seed}  {detail}")
     failures = [o for o in ran if o.status != "FINISHED"]
     if failures:
         print(f"{len(failures)} trial(s) failed: " + "; ".join(f"{o.trial.variant} / seed {o.trial.seed}" for o in failures))

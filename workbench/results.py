@@ -2,6 +2,7 @@
 The CLI and the dashboards both read results through here."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -24,9 +25,15 @@ def trial_runs(workdir: Path, study: str, experiment: str | None = None, trackin
         return pl.DataFrame()
     store = Store(tracking_uri or local_tracking_uri(workdir), experiment or study, workdir / "mlartifacts")
     runs = store._search(f"tags.{KIND} = 'trial' and tags.study = '{study}' and attributes.status = 'FINISHED'")
-    rows = [{"run_id": r.info.run_id, "variant": r.data.tags["variant"], "seed": int(r.data.tags["seed"]),
-             "spec_hash": r.data.tags["spec_hash"], "stopped_early": r.data.tags.get("stopped_early") == "true",
-             **{k: float(v) for k, v in r.data.metrics.items()}} for r in runs]
+    rows = []
+    for r in runs:
+        row = {"run_id": r.info.run_id, "variant": r.data.tags["variant"], "seed": int(r.data.tags["seed"]),
+               "spec_hash": r.data.tags["spec_hash"], "search_point": r.data.tags.get("search_point", ""),
+               "stopped_early": r.data.tags.get("stopped_early") == "true", "alias_of": None,
+               **{k: float(v) for k, v in r.data.metrics.items()}}
+        rows.append(row)
+        # A trial that several variant names build counts for each of them (see study.Trial.aliases).
+        rows += [{**row, "variant": alias, "alias_of": row["variant"]} for alias in json.loads(r.data.tags.get("aliases", "[]"))]
     return pl.DataFrame(rows) if rows else pl.DataFrame()
 
 
@@ -35,6 +42,12 @@ def study_table(runs: pl.DataFrame, base: str, metric: str = "val_ppl", order: l
     ``base``; rows in ``order`` (the study's design order), unknown variants last."""
     seen = list(dict.fromkeys(runs["variant"].to_list()))
     order = [v for v in (order or []) if v in seen] + [v for v in seen if v not in (order or [])]
+    # A search study has one row per (variant, searched values); seeds are what a row averages.
+    runs = runs.with_columns(
+        pl.when(pl.col("search_point") != "").then(pl.col("variant") + " [" + pl.col("search_point") + "]")
+        .otherwise(pl.col("variant")).alias("variant"))
+    seen = list(dict.fromkeys(runs["variant"].to_list()))
+    order = [v for v in order if v in seen] + [v for v in seen if v not in order]
     table = (
         runs.filter(~pl.col("stopped_early"))
         .group_by("variant")

@@ -90,7 +90,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             out = self._outcome(trial)
             out.status, out.started = "RUNNING", time.time()
             self.runs[trial.trial_id] = store.start_trial(parent_id, study, out.trial, code)
-            _say(f"start   {out.trial.variant} / seed {out.trial.seed}  [{out.trial.spec_hash}]")
+            point = f" [{out.trial.point_label}]" if out.trial.search_point else ""
+            _say(f"start    {out.trial.variant}{point} / seed {out.trial.seed}  [{out.trial.spec_hash}]")
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             run_id, out = self.runs[trial.trial_id], self._outcome(trial)
@@ -180,9 +181,6 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
         # driver sends it only with RAY_AUTH_MODE=token (Ray 2.60), read when ray is first imported.
         os.environ["RAY_AUTH_MODE"] = "token"
     import ray
-    from ray import tune
-    from ray.tune.schedulers import ASHAScheduler
-
     from workbench.trial import code_version
 
     workdir = workdir.resolve()
@@ -206,17 +204,37 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     parent_id = store.study_run(study.name, study.description, code)
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    callback = _tracking_callback(store, parent_id, study.name, code, outcomes)
+    if study.search is not None and study.search.asha is not None:
+        # ASHA compares the trials of one Tuner: one Tuner per variant keeps a weak variant's
+        # search from being cut against a strong variant's.
+        groups = [[t for t in todo if t.variant == v] for v in dict.fromkeys(t.variant for t in todo)]
+    else:
+        groups = [todo]
+    for group in groups:
+        _fit(study, group, workdir, callback, max_concurrent)
+    failed = sum(o.status != "FINISHED" for o in outcomes.values())
+    store.end_study(parent_id, failed)
+    return StudyRun(trials, done, outcomes)
+
+
+
+def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_concurrent: int | None) -> None:
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+
     configs = [{"key": t.spec_hash, "spec": t.spec.model_dump_json(), "dir": str(workdir / "trials" / t.spec_hash),
-                "cpus": study.resources.cpu} for t in todo]
+                "cpus": study.resources.cpu} for t in trials]
     scheduler = None
     if study.search is not None and study.search.asha is not None:
         scheduler = ASHAScheduler(time_attr="tokens", metric="val_loss", mode="min",
-                                  max_t=max(t.spec.train.tokens for t in todo),
+                                  # Past the end: ASHA cuts at its rungs only, never at the last
+                                  # validation, so a surviving trial reaches its final evaluation.
+                                  max_t=2 * max(t.spec.train.tokens for t in trials),
                                   grace_period=study.search.asha.grace_tokens,
                                   reduction_factor=study.search.asha.reduction_factor)
-    resources = {"cpu": study.resources.cpu, "gpu": study.resources.gpu}
     tuner = tune.Tuner(
-        tune.with_resources(train_trial, resources),
+        tune.with_resources(train_trial, {"cpu": study.resources.cpu, "gpu": study.resources.gpu}),
         param_space={"t": tune.grid_search(configs)},
         tune_config=tune.TuneConfig(
             scheduler=scheduler, max_concurrent_trials=max_concurrent,
@@ -225,15 +243,10 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
         ),
         run_config=tune.RunConfig(
             name=study.name.replace("/", "_"), storage_path=str(workdir / "ray"), verbose=0,
-            callbacks=[_tracking_callback(store, parent_id, study.name, code, outcomes)],
-            failure_config=tune.FailureConfig(max_failures=0),
+            callbacks=[callback], failure_config=tune.FailureConfig(max_failures=0),
         ),
     )
     # Tune's result grid looks for the file loggers we turned off and warns per trial; the store
     # holds the results, so those warnings say nothing.
     logging.getLogger("ray.tune").setLevel(logging.ERROR)
     tuner.fit()
-    failed = sum(o.status != "FINISHED" for o in outcomes.values())
-    store.end_study(parent_id, failed)
-    return StudyRun(trials, done, outcomes)
-

@@ -137,11 +137,18 @@ class Trial:
     variant: str
     seed: int
     spec: TrialSpec
-    edits: tuple[tuple[str, Any], ...] = ()
+    search_point: tuple[tuple[str, Any], ...] = ()
+    aliases: tuple[str, ...] = ()  # other variant names that give this very trial
 
     @property
     def spec_hash(self) -> str:
         return self.spec.spec_hash()
+
+    @property
+    def point_label(self) -> str:
+        """The searched values, e.g. ``lr=0.00123`` ('' outside a search)."""
+        return ", ".join(f"{p.split('.')[-1]}={v:.4g}" if isinstance(v, float) else f"{p.split('.')[-1]}={v}"
+                         for p, v in self.search_point)
 
 
 def _variants(study: StudySpec) -> list[tuple[str, str, list[tuple[str, Any]]]]:
@@ -204,8 +211,20 @@ def expand(study: StudySpec) -> list[Trial]:
                 except ValidationError as e:
                     raise SpecError(format_validation_error(e, f"{where} ({name})")) from None
                 trials.append(Trial(name, seed, spec, tuple(point)))
-    hashes = [t.spec_hash for t in trials]
-    if len(set(hashes)) != len(hashes):
-        dup = next(h for h in hashes if hashes.count(h) > 1)
-        raise SpecError(f"two variants of the design give the same trial (spec hash {dup}); make each change change something")
-    return trials
+    return _merge_aliases(trials)
+
+
+def _merge_aliases(trials: list[Trial]) -> list[Trial]:
+    """Two variants that build the very same trial (the paper's Table 3 lists '+ output norm' and
+    'FoX (Pro) - KV-shift', one model) run once; the first name keeps it, the others are aliases.
+    The same trial twice under one variant name means a change changed nothing: an error."""
+    merged: dict[str, Trial] = {}
+    for t in trials:
+        first = merged.get(t.spec_hash)
+        if first is None:
+            merged[t.spec_hash] = t
+        elif first.variant == t.variant or t.variant in first.aliases:
+            raise SpecError(f"variant {t.variant!r} gives the same trial twice (spec hash {t.spec_hash}); make each change change something")
+        else:
+            merged[t.spec_hash] = Trial(first.variant, first.seed, first.spec, first.search_point, first.aliases + (t.variant,))
+    return list(merged.values())

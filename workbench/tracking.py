@@ -81,7 +81,8 @@ class Store:
     def start_trial(self, parent_id: str, study: str, trial, code_version: str) -> str:
         tags = {KIND: "trial", MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"{trial.variant} / seed {trial.seed}",
                 "study": study, "variant": trial.variant, "seed": str(trial.seed), "spec_hash": trial.spec_hash,
-                "code_version": code_version}
+                "code_version": code_version, "aliases": json.dumps(list(trial.aliases)),
+                "search_point": trial.point_label}
         run_id = self.client.create_run(self.experiment_id, tags=tags).info.run_id
         params = [Param(k[:250], v[:6000]) for k, v in flatten(trial.spec.model_dump(mode="json")).items()]
         for i in range(0, len(params), 100):

@@ -59,11 +59,21 @@ def test_search_draws_per_variant_and_is_reproducible():
          "design.changes[0] (x): 'model.attention.qk_nrom': model.attention has no field 'qk_nrom' (it has: forget_gate, kv_shift"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "set": {"model.attention.qk_norm": "bogus"}}]}},
          "model.attention.qk_norm: unknown kind 'bogus'; registered kinds: none, rmsnorm"),
-        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "set": {"seed": 0}}]}},
-         "give the same trial"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]},
+          "search": {"space": {"train.lr": {"choice": [0.01, 0.01]}}, "algorithm": "grid"}},
+         "variant 'x' gives the same trial twice"),
     ],
 )
 def test_bad_study_files_are_one_clear_error(data, expected):
     with pytest.raises(SpecError) as err:
         expand(validate(StudySpec, data, "study.yaml"))
     assert expected in str(err.value), str(err.value)
+
+
+def test_two_names_for_one_model_run_once_as_aliases():
+    # The paper's Table 3 lists '+ output norm' and 'FoX (Pro) - KV-shift': the same model.
+    trials = expand(study({"kind": "variants", "variants": [
+        {"name": "+ output norm", "set": {"model.attention.kv_shift": "none"}},
+        {"name": "FoX (Pro) - KV-shift", "set": {"model.attention.kv_shift": "none"}},
+        {"name": "FoX (Pro)", "set": {"model.attention.kv_shift": "kv"}}]}))
+    assert [(t.variant, t.aliases) for t in trials] == [("+ output norm", ("FoX (Pro) - KV-shift",)), ("FoX (Pro)", ())]
