@@ -1,5 +1,12 @@
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 import torch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -11,3 +18,14 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     """Relative L2 error ||a - b|| / ||b|| in fp64."""
     a, b = a.double(), b.double()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+@pytest.fixture(scope="session")
+def quickstart(tmp_path_factory):
+    """The README's main job, run once: `wb run studies/quickstart.yaml` into a fresh workdir.
+    Returns (workdir, completed process, seconds)."""
+    workdir = tmp_path_factory.mktemp("quickstart")
+    start = time.time()
+    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "run", str(ROOT / "studies/quickstart.yaml"),
+                           "--workdir", str(workdir)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return workdir, proc, time.time() - start

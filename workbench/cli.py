@@ -137,6 +137,35 @@ def _base_variant(study, runs) -> str:
     return name or runs["variant"][0]
 
 
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dashboards.site import build_site
+    from workbench.tracking import local_tracking_uri
+
+    workdir = Path(args.workdir)
+    if args.tracking_uri is None and not (workdir / "mlflow.db").exists():
+        raise SpecError(f"--workdir {workdir}: no tracking store here (mlflow.db); run a study first")
+    out = Path(args.out) if args.out else workdir / "dashboard"
+    try:
+        pages = build_site(args.tracking_uri or local_tracking_uri(workdir), out, workdir / "mlartifacts", args.study)
+    except ValueError as e:
+        raise SpecError(str(e)) from None
+    print(f"dashboard: {out / 'index.html'} ({len(pages)} studies)")
+    if args.serve:
+        import functools
+        import http.server
+
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), handler)
+        print(f"serving on http://127.0.0.1:{server.server_address[1]}/  (Ctrl-C stops)", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wb", description="The FoX ablation workbench.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -164,6 +193,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tracking-uri")
     p.add_argument("--base", help="the variant deltas are taken against (default: the design's base)")
     p.set_defaults(func=cmd_results)
+    p = sub.add_parser("dashboard", help="build the static dashboard site from the tracking store")
+    p.add_argument("--study", help="only this study (default: every study in the store)")
+    p.add_argument("--workdir", default="wb-runs")
+    p.add_argument("--tracking-uri")
+    p.add_argument("--out", help="site folder (default: WORKDIR/dashboard)")
+    p.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 after building it")
+    p.add_argument("--port", type=int, default=8765)
+    p.set_defaults(func=cmd_dashboard)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

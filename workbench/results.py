@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import polars as pl
@@ -19,17 +20,33 @@ def t975(df: int) -> float:
     return _T975[df - 1] if 1 <= df <= len(_T975) else 1.96
 
 
-def trial_runs(workdir: Path, study: str, experiment: str | None = None, tracking_uri: str | None = None) -> pl.DataFrame:
-    """One row per FINISHED trial run of the study: tags and final metrics."""
+def open_store(workdir: Path, experiment: str, tracking_uri: str | None = None) -> Store | None:
+    """The store, or None where a local one was never created (reading must not create it)."""
     if tracking_uri is None and not (workdir / "mlflow.db").exists():
-        return pl.DataFrame()
-    store = Store(tracking_uri or local_tracking_uri(workdir), experiment or study, workdir / "mlartifacts")
-    runs = store._search(f"tags.{KIND} = 'trial' and tags.study = '{study}' and attributes.status = 'FINISHED'")
+        return None
+    return Store(tracking_uri or local_tracking_uri(workdir), experiment, workdir / "mlartifacts")
+
+
+def finished_runs(store: Store, study: str) -> list:
+    return store._search(f"tags.{KIND} = 'trial' and tags.study = '{study}' and attributes.status = 'FINISHED'")
+
+
+def trial_runs(workdir: Path, study: str, experiment: str | None = None, tracking_uri: str | None = None,
+               runs: list | None = None) -> pl.DataFrame:
+    """One row per FINISHED trial run of the study (and per alias of it): tags, final metrics, the
+    component kind of every slot and the searched fields' values."""
+    if runs is None:
+        store = open_store(workdir, experiment or study, tracking_uri)
+        if store is None:
+            return pl.DataFrame()
+        runs = finished_runs(store, study)
     rows = []
     for r in runs:
         row = {"run_id": r.info.run_id, "variant": r.data.tags["variant"], "seed": int(r.data.tags["seed"]),
                "spec_hash": r.data.tags["spec_hash"], "search_point": r.data.tags.get("search_point", ""),
                "stopped_early": r.data.tags.get("stopped_early") == "true", "alias_of": None,
+               **{f"slot.{k.split('.')[2]}": v for k, v in r.data.params.items()
+                  if k.startswith("model.attention.") and k.endswith(".kind")},
                **{k: float(v) for k, v in r.data.metrics.items()}}
         rows.append(row)
         # A trial that several variant names build counts for each of them (see study.Trial.aliases).
@@ -69,3 +86,55 @@ def print_table(table: pl.DataFrame, base: str, metric: str = "val_ppl") -> None
         ci = f"±{r['ci95']:.3f}" if r["ci95"] is not None else "n/a"
         delta = "" if r["delta"] is None or r["variant"] == base else f"{r['delta']:+.3f}"
         print(f"{r['variant'][:40]:<40} {r['seeds']:>5}  {r['mean']:>14.3f}  {ci:>9}  {delta:>12}")
+
+
+def searched_values(runs: list) -> pl.DataFrame:
+    """run_id and the numeric value of every param that differs between runs of one variant."""
+    by_variant: dict[str, list] = {}
+    for r in runs:
+        by_variant.setdefault(r.data.tags["variant"], []).append(r)
+    rows = []
+    for group in by_variant.values():
+        keys = {k for r in group for k in r.data.params if k not in ("seed",)}
+        varying = [k for k in keys if len({r.data.params.get(k) for r in group}) > 1]
+        for r in group:
+            for k in varying:
+                try:
+                    rows.append({"run_id": r.info.run_id, "param": k, "value": float(r.data.params[k])})
+                except (KeyError, ValueError):
+                    continue
+    return pl.DataFrame(rows, schema={"run_id": pl.String, "param": pl.String, "value": pl.Float64})
+
+
+def histories(store: Store, runs: list, metric: str = "val_loss") -> pl.DataFrame:
+    """Long frame: run_id, tokens (the step), value."""
+    rows = [{"run_id": r.info.run_id, "tokens": m.step, "value": m.value}
+            for r in runs for m in store.client.get_metric_history(r.info.run_id, metric)]
+    return pl.DataFrame(rows, schema={"run_id": pl.String, "tokens": pl.Int64, "value": pl.Float64})
+
+
+def per_position(store: Store, runs: list) -> dict[str, dict]:
+    """run_id -> {"per_position_loss": [...], "ppl_at_length": {...}} from the run's artifact."""
+    import mlflow.artifacts
+
+    # One download per run: MLflow's progress bar would print a line for each.
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    out = {}
+    for r in runs:
+        try:
+            out[r.info.run_id] = mlflow.artifacts.load_dict(f"{r.info.artifact_uri}/per_position_loss.json")
+        except Exception:  # an early-stopped trial has no final evaluation
+            continue
+    return out
+
+
+def studies(store_uri: str) -> list[tuple[str, str]]:
+    """(study name, experiment name) of every study in the store."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store_uri)
+    found = []
+    for exp in client.search_experiments():
+        for run in client.search_runs([exp.experiment_id], f"tags.{KIND} = 'study'"):
+            found.append((run.data.tags["study"], exp.name))
+    return sorted(set(found))

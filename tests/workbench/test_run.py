@@ -46,14 +46,6 @@ def trial_runs(workdir, experiment):
     return client, client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial'")
 
 
-@pytest.fixture(scope="module")
-def quickstart(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("qs")
-    start = time.time()
-    proc = wb("run", ROOT / "studies/quickstart.yaml", "--workdir", workdir)
-    return workdir, proc, time.time() - start
-
-
 def test_quickstart_runs_end_to_end_and_is_tracked(quickstart):
     workdir, proc, seconds = quickstart
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,0 +1,133 @@
+"""Figures of one study from the frames of workbench.results: the ablation table (HTML, Table 3
+layout), per-position loss L(i) and P(l), training curves, hyperparameter sensitivity, and
+parameter counts with throughput. Every string from the store is escaped: names are data."""
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import polars as pl
+from plotly.subplots import make_subplots
+from scipy import stats
+
+# Table 3's column order, with the paper's names.
+SLOT_NAMES = {"rope": "RoPE", "forget_gate": "Forget gate", "qk_norm": "QK-norm", "output_gate": "Output gate",
+              "output_norm": "Output norm", "kv_shift": "KV-shift"}
+SIGNIFICANCE = "Welch's two-sided t-test of the per-seed values against the base's, p < 0.05"
+BAND = "band: min to max over seeds"
+
+
+def esc(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def welch_p(a: list[float], b: list[float]) -> float | None:
+    if len(a) < 2 or len(b) < 2:
+        return None
+    p = stats.ttest_ind(a, b, equal_var=False).pvalue
+    return None if math.isnan(p) else float(p)
+
+
+def ablation_table(runs: pl.DataFrame, table: pl.DataFrame, base: str, metric: str = "val_ppl") -> str:
+    """One row per variant: a check mark per slot, parameters, seeds, mean with 95% CI, delta vs
+    base, and a star where the difference is significant."""
+    base_values = runs.filter(pl.col("variant") == base)[metric].to_list()
+    head = "".join(f"<th>{n}</th>" for n in SLOT_NAMES.values())
+    rows = []
+    for r in table.iter_rows(named=True):
+        mine = runs.filter(pl.col("variant") == r["variant"])
+        first = mine.row(0, named=True)
+        marks = "".join(
+            f'<td class="mark" title="{esc(first.get(f"slot.{s}", "?"))}">'
+            f'{"&#10003;" if first.get(f"slot.{s}", "none") not in ("none", None) else ""}</td>' for s in SLOT_NAMES)
+        ci = f" &plusmn; {r['ci95']:.3f}" if r["ci95"] is not None else ""
+        p = None if r["variant"] == base else welch_p(mine[metric].to_list(), base_values)
+        star = ' <span class="sig" title="p = {:.3g}">&#9733;</span>'.format(p) if p is not None and p < 0.05 else ""
+        delta = "" if r["delta"] is None or r["variant"] == base else f"{r['delta']:+.3f}"
+        params = f"{int(first['n_params']):,}" if first.get("n_params") is not None else ""
+        rows.append(f'<tr><td class="variant">{esc(r["variant"])}</td>{marks}<td class="num">{params}</td>'
+                    f'<td class="num">{r["seeds"]}</td><td class="num value">{r["mean"]:.3f}{ci}</td>'
+                    f'<td class="num">{delta}{star}</td></tr>')
+    return (f'<table class="ablation"><thead><tr><th>Variant</th>{head}<th>Params</th><th>Seeds</th>'
+            f"<th>{esc(metric)} (mean &plusmn; 95% CI)</th><th>&Delta; vs {esc(base)}</th></tr></thead>"
+            f'<tbody>{"".join(rows)}</tbody></table><p class="note">&#9733;: {SIGNIFICANCE}. CI: Student t over seeds.</p>')
+
+
+def _band(fig, x, ys: np.ndarray, name: str, color: str, row=None, col=None) -> None:
+    """Mean line with a min-max band over seeds (ys: [seeds, points])."""
+    where = {"row": row, "col": col} if row else {}
+    lo, hi, mean = ys.min(0), ys.max(0), ys.mean(0)
+    fig.add_trace(go.Scatter(x=np.concatenate([x, x[::-1]]), y=np.concatenate([hi, lo[::-1]]), fill="toself",
+                             fillcolor=color, opacity=0.2, line={"width": 0}, hoverinfo="skip", showlegend=False,
+                             legendgroup=name), **where)
+    fig.add_trace(go.Scatter(x=x, y=mean, name=esc(name), line={"color": color}, legendgroup=name,
+                             showlegend=row in (None, 1) and col in (None, 1)), **where)
+
+
+def _colors(names) -> dict[str, str]:
+    palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+    return {n: palette[i % len(palette)] for i, n in enumerate(names)}
+
+
+def smooth(y: np.ndarray, window: int) -> np.ndarray:
+    """Centred moving average; the ends average over what exists."""
+    kernel = np.ones(window)
+    return np.convolve(y, kernel, "same") / np.convolve(np.ones_like(y), kernel, "same")
+
+
+def per_position_figure(curves: dict[str, np.ndarray], context: int) -> go.Figure:
+    """curves: variant -> [seeds, positions] of L(i). Left L(i) smoothed, right P(l) on log x."""
+    length = next(iter(curves.values())).shape[1]
+    window = max(1, (length // 64) | 1)
+    fig = make_subplots(1, 2, subplot_titles=(f"L(i), centred moving average of {window} tokens; {BAND}",
+                                              "P(l) = exp(mean of L(1..l))"))
+    colors = _colors(curves)
+    x = np.arange(1, length + 1)
+    for name, ys in curves.items():
+        _band(fig, x, np.stack([smooth(y, window) for y in ys]), name, colors[name], 1, 1)
+        _band(fig, x, np.exp(np.cumsum(ys, 1) / x), name, colors[name], 1, 2)
+    for col in (1, 2):
+        fig.add_vline(x=context, line_dash="dash", line_color="gray", row=1, col=col)
+    fig.add_annotation(x=context, y=1, yref="paper", text="training length", showarrow=False, xanchor="left")
+    fig.update_xaxes(title_text="position i (tokens)", row=1, col=1)
+    fig.update_xaxes(title_text="context length l (tokens)", type="log", row=1, col=2)
+    fig.update_yaxes(title_text="loss (nats/token)", row=1, col=1)
+    fig.update_yaxes(title_text="perplexity", row=1, col=2)
+    return fig.update_layout(height=420, margin={"t": 60})
+
+
+def training_curves_figure(curves: dict[str, tuple[np.ndarray, np.ndarray]]) -> go.Figure:
+    """curves: variant -> (tokens, [seeds, points] of validation loss)."""
+    fig = go.Figure()
+    colors = _colors(curves)
+    for name, (tokens, ys) in curves.items():
+        _band(fig, tokens, ys, name, colors[name])
+    return fig.update_layout(title=f"Validation loss during training; {BAND}", xaxis_title="training tokens",
+                             yaxis_title="validation loss (nats/token)", height=400)
+
+
+def sensitivity_figure(points: pl.DataFrame, metric: str = "val_loss") -> go.Figure:
+    """points: variant, param, value, metric: one marker per trial, a line per variant."""
+    fig = go.Figure()
+    colors = _colors(points["variant"].unique(maintain_order=True).to_list())
+    for (variant, param), group in points.sort("value").group_by(["variant", "param"], maintain_order=True):
+        fig.add_trace(go.Scatter(x=group["value"].to_list(), y=group[metric].to_list(), mode="lines+markers",
+                                 name=esc(f"{variant} ({param})"), line={"color": colors[variant]}))
+    log = points.height > 0 and points["value"].min() > 0 and points["value"].max() / points["value"].min() > 10
+    return fig.update_layout(title="Hyperparameter sensitivity: final validation loss per searched value",
+                             xaxis_title="searched value", xaxis_type="log" if log else "linear",
+                             yaxis_title=f"{metric} (nats/token)", height=400)
+
+
+def cost_figure(per_variant: pl.DataFrame) -> go.Figure:
+    """per_variant: variant, n_params, tokens_per_s, mfu (means over seeds)."""
+    names = [esc(v) for v in per_variant["variant"].to_list()]
+    has_mfu = "mfu" in per_variant.columns and per_variant["mfu"].drop_nulls().len() > 0
+    fig = make_subplots(1, 3, subplot_titles=("parameters", "throughput (tokens/s)",
+                                              "MFU" if has_mfu else "MFU (n/a: no GPU peak to measure against)"))
+    for col, key in enumerate(("n_params", "tokens_per_s", "mfu"), start=1):
+        values = per_variant[key].to_list() if key in per_variant.columns else [None] * len(names)
+        fig.add_trace(go.Bar(x=names, y=values, showlegend=False), row=1, col=col)
+    return fig.update_layout(height=380, margin={"t": 60})

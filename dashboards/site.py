@@ -1,0 +1,144 @@
+"""The dashboard site: a static, self-contained folder (index.html, one page per study, one copy of
+plotly.js) built from the tracking store; it works offline and from file://."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import plotly.io as pio
+import polars as pl
+from plotly.offline import get_plotlyjs
+
+from dashboards import figures
+from dashboards.figures import esc
+from workbench import results
+from workbench.tracking import KIND, Store
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
+table.ablation{border-collapse:collapse;font-size:14px}table.ablation td,table.ablation th{border-bottom:1px solid #ddd;padding:4px 8px}
+td.num{text-align:right;font-variant-numeric:tabular-nums}td.mark{text-align:center}.sig{color:#b8860b}.note{color:#666;font-size:13px}
+section{margin:2em 0}h2{font-size:18px}"""
+# Collects script errors from the first line on, for people and for the browser test alike.
+ERRORS = "<script>window.__wb_errors=[];addEventListener('error',function(e){window.__wb_errors.push(String(e.message))});</script>"
+
+
+def page_name(study: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", study).strip("-")[:40] or "study"
+    return f"study-{slug}-{hashlib.sha1(study.encode()).hexdigest()[:8]}.html"
+
+
+def _script_json(fig) -> str:
+    # Inside <script>, "</" could close the tag: a name like "</script>" must stay data.
+    return pio.to_json(fig, validate=False).replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+class Page:
+    def __init__(self, title: str):
+        self.title, self.parts, self.scripts, self.n = title, [], [], 0
+
+    def html(self, text: str) -> None:
+        self.parts.append(text)
+
+    def figure(self, fig) -> None:
+        self.n += 1
+        div = f"fig-{self.n}"
+        self.parts.append(f'<div id="{div}" class="wb-figure"></div>')
+        self.scripts.append(f'(function(){{var f={_script_json(fig)};Plotly.newPlot("{div}",f.data,f.layout,'
+                            '{"responsive":true,"displaylogo":false});})();')
+
+    def render(self) -> str:
+        return (f'<!doctype html><html><head><meta charset="utf-8"><title>{esc(self.title)}</title>{ERRORS}'
+                f'<script src="plotly.min.js"></script><style>{STYLE}</style></head><body>'
+                f'<nav><a href="index.html">All studies</a></nav>{"".join(self.parts)}'
+                f'<script>{"".join(self.scripts)}</script></body></html>')
+
+
+def study_page(store: Store, study: str) -> tuple[str, dict]:
+    runs = results.finished_runs(store, study)
+    parent = store._search(f"tags.{KIND} = 'study' and tags.study = '{study.replace(chr(39), chr(92) + chr(39))}'")
+    description = parent[0].data.tags.get("mlflow.note.content", "") if parent else ""
+    page = Page(f"{study} · FoX ablation workbench")
+    page.html(f"<h1>{esc(study)}</h1><p>{esc(description)}</p>")
+    frame = results.trial_runs(Path("."), study, runs=runs)
+    if frame.is_empty():
+        page.html("<p>No finished trials yet.</p>")
+        return page.render(), {"variants": 0, "runs": 0}
+    order = list(dict.fromkeys(frame["variant"].to_list()))[::-1]  # the store lists newest first
+    base = order[0]
+    table = results.study_table(frame, base, order=order)
+    page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(frame, table, base) + "</section>")
+
+    by_run = frame.filter(pl.col("alias_of").is_null()).select("run_id", "variant", "seed")
+    positions = results.per_position(store, runs)
+    curves = {}
+    for variant in order:
+        ids = frame.filter(pl.col("variant") == variant)["run_id"].to_list()
+        arrays = [positions[i]["per_position_loss"] for i in ids if i in positions]
+        if arrays and len({len(a) for a in arrays}) == 1:
+            curves[variant] = np.array(arrays)
+    if curves:
+        page.html("<section><h2>Per-position loss</h2>")
+        page.figure(figures.per_position_figure(curves, _context(runs)))
+        page.html("</section>")
+
+    hist = results.histories(store, runs, "val_loss").join(by_run, on="run_id")
+    training = {}
+    for variant in order:
+        h = hist.filter(pl.col("variant") == variant)
+        if h.is_empty():
+            continue
+        wide = h.pivot(on="seed", index="tokens", values="value", aggregate_function="mean").sort("tokens").drop_nulls()
+        if wide.height:
+            training[variant] = (wide["tokens"].to_numpy(), wide.drop("tokens").to_numpy().T)
+    if training:
+        page.html("<section><h2>Training curves</h2>")
+        page.figure(figures.training_curves_figure(training))
+        page.html("</section>")
+
+    searched = results.searched_values(runs)
+    if not searched.is_empty() and "val_loss" in frame.columns:
+        points = searched.join(frame.filter(pl.col("alias_of").is_null()).select("run_id", "variant", "val_loss"), on="run_id")
+        page.html("<section><h2>Hyperparameter sensitivity</h2>")
+        page.figure(figures.sensitivity_figure(points))
+        page.html("</section>")
+
+    cost_cols = [c for c in ("n_params", "tokens_per_s", "mfu") if c in frame.columns]
+    per_variant = frame.group_by("variant", maintain_order=True).agg(pl.col(c).mean() for c in cost_cols)
+    per_variant = per_variant.with_columns(pl.col("variant").replace_strict({v: i for i, v in enumerate(order)}, return_dtype=pl.Int64).alias("_o")).sort("_o")
+    page.html("<section><h2>Parameters, throughput and MFU</h2>")
+    page.figure(figures.cost_figure(per_variant))
+    page.html(f'</section><p class="note">{frame.height} finished trial rows from {len(runs)} tracked runs; '
+              "every number on this page is read from the tracking store.</p>")
+    return page.render(), {"variants": len(order), "runs": len(runs), "figures": page.n}
+
+
+def _context(runs) -> int | None:
+    for r in runs:
+        value = r.data.params.get("data.context")
+        if value is not None:
+            return int(value)
+    return None
+
+
+def build_site(store_uri: str, out: Path, artifact_root: Path | None = None, only: str | None = None) -> dict:
+    """Write the site into ``out``; returns {study: page file}."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plotly.min.js").write_text(get_plotlyjs())
+    found = [(s, e) for s, e in results.studies(store_uri) if only is None or s == only]
+    if only is not None and not found:
+        raise ValueError(f"--study {only!r}: no such study in {store_uri}")
+    pages, items = {}, []
+    for study, experiment in found:
+        store = Store(store_uri, experiment, artifact_root)
+        text, info = study_page(store, study)
+        name = page_name(study)
+        (out / name).write_text(text)
+        pages[study] = name
+        items.append(f'<li><a href="{esc(name)}">{esc(study)}</a> ({info["variants"]} variants, {info["runs"]} runs)</li>')
+    index = Page("FoX ablation workbench: studies")
+    index.html("<h1>Studies</h1><ul>" + "".join(items) + "</ul>" if items else "<h1>Studies</h1><p>No studies tracked yet.</p>")
+    (out / "index.html").write_text(index.render())
+    return pages

@@ -1,0 +1,121 @@
+"""The dashboard site, built from real tracked runs and opened in a real headless Chromium."""
+import html
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--window-size=1300,2400"]
+
+
+def wb(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "workbench.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def site(quickstart, tmp_path_factory):
+    workdir, proc, _ = quickstart
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # A second study whose name and variant names are markup: they must show as text.
+    evil = tmp_path_factory.mktemp("evil")
+    base = yaml.safe_load((ROOT / "studies/quickstart.yaml").read_text())["base"]
+    base["train"].update(tokens=20000, eval_every_tokens=10000)
+    study = {"name": "<script>alert(1)</script>", "description": "<img src=x onerror=alert(2)>", "base": base,
+             "design": {"kind": "ablation", "base_name": "<b>base</b>",
+                        "changes": [{"name": "</script><script>alert(3)</script>", "set": {"model.attention.qk_norm": "none"}}]}}
+    (evil / "evil.yaml").write_text(yaml.safe_dump(study))
+    assert wb("run", evil / "evil.yaml", "--workdir", workdir).returncode == 0
+    out = workdir / "site"
+    built = wb("dashboard", "--workdir", workdir, "--out", out)
+    assert built.returncode == 0, built.stderr[-2000:]
+    return workdir, out
+
+
+def test_the_site_is_self_contained(site):
+    _, out = site
+    pages = sorted(out.glob("*.html"))
+    assert len(pages) == 3 and (out / "plotly.min.js").stat().st_size > 1_000_000
+    for page in pages:
+        text = page.read_text()
+        # Nothing is loaded from elsewhere: the only script file is the site's own plotly.js.
+        assert re.findall(r'<script src="([^"]*)"', text) == ["plotly.min.js"]
+        assert not re.findall(r'(?:src|href)="(?:https?:)?//', text)
+
+
+def test_every_variant_is_shown_with_the_store_numbers(site):
+    workdir, out = site
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("quickstart")
+    runs = client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial' and attributes.status = 'FINISHED'")
+    page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
+    by_variant = {}
+    for r in runs:
+        by_variant.setdefault(r.data.tags["variant"], []).append(r.data.metrics["val_ppl"])
+    assert len(by_variant) == 3
+    for variant, values in by_variant.items():
+        row = re.search(rf'<td class="variant">{re.escape(html.escape(variant))}</td>(.*?)</tr>', page).group(1)
+        assert f"{sum(values) / len(values):.3f} &plusmn;" in row, (variant, row)
+
+
+def test_untrusted_names_are_escaped(site):
+    _, out = site
+    page = next(p for p in out.glob("study-script-alert-1-script-*.html")).read_text()
+    index = (out / "index.html").read_text()
+    for text in (page, index):
+        assert "<script>alert(" not in text and "<img src=x" not in text and "<b>base</b>" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in index
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("Chromium and chromedriver are not installed (Debian: chromium chromium-driver): "
+                    "the browser test did NOT run")
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    profile = Path(sys.prefix).parent / ".chromium-test-profile"
+    shutil.rmtree(profile, ignore_errors=True)
+    options.add_argument(f"--user-data-dir={profile}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+    yield driver
+    driver.quit()
+
+
+def test_every_page_renders_in_chromium_without_errors(site, browser, tmp_path):
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _, out = site
+    for page in sorted(out.glob("*.html")):
+        browser.get(page.as_uri())
+        figures = browser.execute_script("return document.querySelectorAll('.wb-figure').length")
+        WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+            "return Array.from(document.querySelectorAll('.wb-figure')).every(f => f.querySelector('svg.main-svg'))"))
+        rendered = browser.execute_script(
+            "return Array.from(document.querySelectorAll('.wb-figure')).filter(f => f.querySelectorAll('g.trace').length > 0).length")
+        assert rendered == figures, (page.name, rendered, figures)
+        errors = browser.execute_script("return window.__wb_errors")
+        severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == [] and severe == [], (page.name, errors, severe)
+        with pytest.raises(NoAlertPresentException):
+            browser.switch_to.alert.text  # noqa: B018  (an injected alert() would be open here)
+        if page.name.startswith("study-quickstart"):
+            assert figures >= 3
+            browser.save_screenshot(str(tmp_path / f"{page.stem}.png"))
+            assert (tmp_path / f"{page.stem}.png").stat().st_size > 10_000
+    h1 = browser.execute_script("return document.querySelector('h1') && document.querySelector('h1').textContent")
+    assert h1 is not None
