@@ -90,6 +90,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{'variant':<36} {'seed':>4}  {'spec hash':<16}  {'params':>12}  status")
         for t in trials:
             status = "done" if t.spec_hash in done else "to run"
+            if t.optuna_samples:
+                status = f"optuna search of {t.optuna_samples} draws"
             also = f"  (also: {', '.join(t.aliases)})" if t.aliases else ""
             name = f"{t.variant} [{t.point_label}]" if t.search_point else t.variant
             print(f"{name[:36]:<36} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  {status}{also}")
@@ -97,7 +99,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     run = run_study(study, workdir, ray_address=args.ray_address, tracking_uri=args.tracking_uri,
                     max_concurrent=args.max_concurrent)
     ran = list(run.outcomes.values())
-    print(f"\nstudy {study.name!r}: {len(run.trials)} trials; {len(run.trials) - len(ran)} were already done; "
+    before = sum(t.spec_hash in run.done for t in run.trials if not t.optuna_samples)
+    print(f"\nstudy {study.name!r}: {len(run.trials)} trials or searches; {before} trials were already done; "
           f"{sum(o.status == 'FINISHED' for o in ran)} finished now; {sum(o.status != 'FINISHED' for o in ran)} failed")
     for o in ran:
         detail = f"val_ppl {o.val_ppl:.3f}" if o.val_ppl else o.reason.strip().splitlines()[-1][:200] if o.reason else ""

@@ -44,19 +44,37 @@ class TuneReporter:
 
 def train_trial(tune_config: dict) -> None:
     """The Ray Tune trainable: one trial, from its spec's JSON (param_space["t"])."""
+    from workbench.specs import TrialSpec
+
+    config = tune_config["t"]
+    _run_and_report(TrialSpec.model_validate_json(config["spec"]), Path(config["dir"]), config["cpus"])
+
+
+def train_search_trial(tune_config: dict, template: str, workdir: str, cpus: float) -> None:
+    """The trainable of an Optuna search: the template trial with the drawn values set."""
+    from workbench.specs import TrialSpec
+    from workbench.study import Trial, with_point
+
+    trial = with_point(Trial("", 0, TrialSpec.model_validate_json(template)), search_point(tune_config))
+    _run_and_report(trial.spec, Path(workdir) / "trials" / trial.spec_hash, cpus)
+
+
+def search_point(tune_config: dict) -> dict:
+    """Tune's config keys carry the dotted paths with '__' for '.'."""
+    return {key.replace("__", "."): value for key, value in tune_config.items()}
+
+
+def _run_and_report(spec, out: Path, cpus: float) -> None:
     import torch
     from ray import tune
 
-    from workbench.specs import TrialSpec
     from workbench.trial import run_trial
 
-    config = tune_config["t"]
-    trial = TrialSpec.model_validate_json(config["spec"])
-    if trial.train.cpu_threads is None:
-        torch.set_num_threads(max(1, int(config["cpus"])))
+    if spec.train.cpu_threads is None:
+        torch.set_num_threads(max(1, int(cpus)))
     reporter = TuneReporter()
     try:
-        result = run_trial(trial, Path(config["dir"]), reporter)
+        result = run_trial(spec, out, reporter)
     except Exception as e:  # recorded FAILED with its reason; the study goes on
         tune.report({"wb_failed": f"{type(e).__name__}: {e}", "wb_steps": reporter.take()})
         return
@@ -74,7 +92,10 @@ class Outcome:
     started: float = field(default_factory=time.time)
 
 
-def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outcomes: dict[str, Outcome]):
+def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outcomes: dict[str, Outcome], resolve,
+                       finished: set[str]):
+    """``resolve(tune trial config) -> Trial`` names the trial a Tune trial runs; a spec hash in
+    ``finished`` (an adaptive search drawing a point again) is not tracked a second time."""
     from ray import tune
 
     class TrackingCallback(tune.Callback):
@@ -82,18 +103,27 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
 
         def __init__(self):
             self.runs: dict[str, str] = {}
+            self.keys: dict[str, str] = {}
+            self.resolve = resolve  # the runner swaps it per Tuner
 
         def _outcome(self, trial) -> Outcome:
-            return outcomes[trial.config["t"]["key"]]  # the grid value of param_space["t"]
+            return outcomes[self.keys[trial.trial_id]]
 
         def on_trial_start(self, iteration, trials, trial, **info):
-            out = self._outcome(trial)
+            ours = self.resolve(trial.config)
+            if ours.spec_hash in finished:
+                _say(f"repeat   {ours.variant} [{ours.point_label}]: a finished trial; not tracked again")
+                return
+            self.keys[trial.trial_id] = ours.spec_hash
+            out = outcomes.setdefault(ours.spec_hash, Outcome(ours))
             out.status, out.started = "RUNNING", time.time()
             self.runs[trial.trial_id] = store.start_trial(parent_id, study, out.trial, code)
             point = f" [{out.trial.point_label}]" if out.trial.search_point else ""
             _say(f"start    {out.trial.variant}{point} / seed {out.trial.seed}  [{out.trial.spec_hash}]")
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
+            if trial.trial_id not in self.keys:
+                return
             run_id, out = self.runs[trial.trial_id], self._outcome(trial)
             rows = [(k, v, s["tokens"]) for s in result.get("wb_steps", []) for k, v in s.items()
                     if k not in ("tokens", "step") and isinstance(v, (int, float))]
@@ -108,6 +138,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                 out.last = result  # an intermediate validation, kept for an early stop
 
         def on_trial_complete(self, iteration, trials, trial, **info):
+            if trial.trial_id not in self.keys:
+                return
             out = self._outcome(trial)
             if out.status == "RUNNING":  # stopped by the scheduler (ASHA) before its last report
                 last = getattr(out, "last", {})
@@ -115,6 +147,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                 self._end(out, "FINISHED", reason="stopped early by ASHA")
 
         def on_trial_error(self, iteration, trials, trial, **info):
+            if trial.trial_id not in self.keys:
+                return
             out = self._outcome(trial)
             if out.status == "RUNNING":
                 reason = _error_text(trial)
@@ -122,6 +156,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                 self._end(out, "FAILED", reason=reason)
 
         def _end(self, out: Outcome, status: str, reason: str = "", val_ppl=None):
+            if status == "FINISHED":
+                finished.add(out.trial.spec_hash)
             out.status, out.reason, out.val_ppl, out.seconds = status, reason, val_ppl, time.time() - out.started
             done = sum(o.status in ("FINISHED", "FAILED") for o in outcomes.values())
             detail = f"val_ppl {val_ppl:.3f}" if val_ppl else reason[:160]
@@ -193,9 +229,9 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     store = Store(tracking_uri or local_tracking_uri(workdir), study.experiment, workdir / "mlartifacts")
     code = code_version()
     done = store.finished_trials(study.name)
-    todo = [t for t in trials if t.spec_hash not in done]
+    todo = [t for t in trials if t.spec_hash not in done and not (t.optuna_samples and _optuna_done(store, study, t) >= t.optuna_samples)]
     _say(f"study {study.name!r}: {len(trials)} trials, {len(trials) - len(todo)} already done, {len(todo)} to run")
-    outcomes = {t.spec_hash: Outcome(t) for t in todo}
+    outcomes = {t.spec_hash: Outcome(t) for t in todo if not t.optuna_samples}
     if not todo:
         return StudyRun(trials, done, outcomes)
     reaped = store.reap_stale(study.name)
@@ -204,15 +240,18 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     parent_id = store.study_run(study.name, study.description, code)
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
-    callback = _tracking_callback(store, parent_id, study.name, code, outcomes)
+    callback = _tracking_callback(store, parent_id, study.name, code, outcomes, _resolver(todo), set(done))
+    plain = [t for t in todo if not t.optuna_samples]
     if study.search is not None and study.search.asha is not None:
         # ASHA compares the trials of one Tuner: one Tuner per variant keeps a weak variant's
         # search from being cut against a strong variant's.
-        groups = [[t for t in todo if t.variant == v] for v in dict.fromkeys(t.variant for t in todo)]
+        groups = [[t for t in plain if t.variant == v] for v in dict.fromkeys(t.variant for t in plain)]
     else:
-        groups = [todo]
+        groups = [plain] if plain else []
     for group in groups:
         _fit(study, group, workdir, callback, max_concurrent)
+    for template in (t for t in todo if t.optuna_samples):
+        _fit_optuna(study, template, store, workdir, callback, max_concurrent)
     failed = sum(o.status != "FINISHED" for o in outcomes.values())
     store.end_study(parent_id, failed)
     return StudyRun(trials, done, outcomes)
@@ -221,18 +260,10 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
 
 def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_concurrent: int | None) -> None:
     from ray import tune
-    from ray.tune.schedulers import ASHAScheduler
 
     configs = [{"key": t.spec_hash, "spec": t.spec.model_dump_json(), "dir": str(workdir / "trials" / t.spec_hash),
                 "cpus": study.resources.cpu} for t in trials]
-    scheduler = None
-    if study.search is not None and study.search.asha is not None:
-        scheduler = ASHAScheduler(time_attr="tokens", metric="val_loss", mode="min",
-                                  # Past the end: ASHA cuts at its rungs only, never at the last
-                                  # validation, so a surviving trial reaches its final evaluation.
-                                  max_t=2 * max(t.spec.train.tokens for t in trials),
-                                  grace_period=study.search.asha.grace_tokens,
-                                  reduction_factor=study.search.asha.reduction_factor)
+    scheduler = _asha(study, trials)
     tuner = tune.Tuner(
         tune.with_resources(train_trial, {"cpu": study.resources.cpu, "gpu": study.resources.gpu}),
         param_space={"t": tune.grid_search(configs)},
@@ -250,3 +281,72 @@ def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_con
     # holds the results, so those warnings say nothing.
     logging.getLogger("ray.tune").setLevel(logging.ERROR)
     tuner.fit()
+
+
+def _resolver(todo: list[Trial]):
+    """For grid Tuners: the trial is the grid value's key."""
+    by_hash = {t.spec_hash: t for t in todo}
+    return lambda config: by_hash[config["t"]["key"]]
+
+
+def _prior_draws(store: Store, study: StudySpec, template: Trial) -> list:
+    runs = store.finished_runs_of(study.name, template.variant, template.seed)
+    return [r for r in runs if r.data.tags.get("search_point") and "val_loss" in r.data.metrics]
+
+
+def _optuna_done(store: Store, study: StudySpec, template: Trial) -> int:
+    return len(_prior_draws(store, study, template))
+
+
+def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, callback, max_concurrent) -> None:
+    """An Optuna search for one (variant, seed), warm-started with the draws already finished."""
+    from ray import tune
+    from ray.tune.search.optuna import OptunaSearch
+
+    search = study.search
+    prior = _prior_draws(store, study, template)
+    points = [{p.replace(".", "__"): _param_value(r.data.params[p]) for p in search.space} for r in prior]
+    space = {p.replace(".", "__"): d.tune_domain() for p, d in search.space.items()}
+    # A new seed per resumption: the same seed would start by drawing the finished points again.
+    searcher = OptunaSearch(metric="val_loss", mode="min", seed=search.seed + len(prior),
+                            points_to_evaluate=points or None,
+                            evaluated_rewards=[r.data.metrics["val_loss"] for r in prior] or None)
+    from workbench.study import with_point
+
+    scheduler = _asha(study, [template])
+    callback.resolve = lambda config: with_point(template, search_point(config))
+    trainable = tune.with_parameters(train_search_trial, template=template.spec.model_dump_json(),
+                                     workdir=str(workdir), cpus=study.resources.cpu)
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, {"cpu": study.resources.cpu, "gpu": study.resources.gpu}),
+        param_space=space,
+        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
+                                    num_samples=template.optuna_samples - len(prior),
+                                    max_concurrent_trials=max_concurrent),
+        run_config=tune.RunConfig(name=study.name.replace("/", "_"), storage_path=str(workdir / "ray"), verbose=0,
+                                  callbacks=[callback], failure_config=tune.FailureConfig(max_failures=0)),
+    )
+    logging.getLogger("ray.tune").setLevel(logging.ERROR)
+    tuner.fit()
+
+
+def _param_value(text: str):
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _asha(study: StudySpec, trials: list[Trial]):
+    from ray.tune.schedulers import ASHAScheduler
+
+    if study.search is None or study.search.asha is None:
+        return None
+    # max_t past the end: ASHA cuts at its rungs only, never at the last validation, so a
+    # surviving trial reaches its final evaluation.
+    return ASHAScheduler(time_attr="tokens", metric="val_loss", mode="min",
+                         max_t=2 * max(t.spec.train.tokens for t in trials),
+                         grace_period=study.search.asha.grace_tokens,
+                         reduction_factor=study.search.asha.reduction_factor)

@@ -83,6 +83,16 @@ class Distribution(Spec):
             return float(rng.uniform(*self.uniform))
         return self.choice[int(rng.integers(len(self.choice)))]
 
+    def tune_domain(self):
+        """The same distribution as a Ray Tune search domain (for the Optuna search)."""
+        from ray import tune
+
+        if self.loguniform is not None:
+            return tune.loguniform(*self.loguniform)
+        if self.uniform is not None:
+            return tune.uniform(*self.uniform)
+        return tune.choice(self.choice)
+
     def grid(self) -> list[Any]:
         if self.choice is None:
             raise ValueError("algorithm 'grid' needs choice lists for every searched field")
@@ -97,10 +107,13 @@ class ASHASpec(Spec):
 
 
 class SearchSpec(Spec):
-    """Per-variant hyperparameter search: each variant (and seed) gets ``num_samples`` draws."""
+    """Per-variant hyperparameter search: each variant (and seed) gets ``num_samples`` draws.
+    ``random`` and ``grid`` draw up front (the draws are trials with spec hashes like any other);
+    ``optuna`` draws adaptively through Ray Tune's OptunaSearch, warm-started on resume with the
+    draws already finished."""
 
     space: dict[str, Distribution] = Field(min_length=1)
-    algorithm: Literal["random", "grid"] = "random"
+    algorithm: Literal["random", "grid", "optuna"] = "random"
     num_samples: PositiveInt = 4
     seed: NonNegativeInt = 0
     asha: ASHASpec | None = None
@@ -139,6 +152,7 @@ class Trial:
     spec: TrialSpec
     search_point: tuple[tuple[str, Any], ...] = ()
     aliases: tuple[str, ...] = ()  # other variant names that give this very trial
+    optuna_samples: int = 0  # > 0: not a trial but the template of an Optuna search of this many draws
 
     @property
     def spec_hash(self) -> str:
@@ -176,7 +190,7 @@ def _variants(study: StudySpec) -> list[tuple[str, str, list[tuple[str, Any]]]]:
 
 
 def _search_points(search: SearchSpec | None, key: str) -> list[list[tuple[str, Any]]]:
-    if search is None:
+    if search is None or search.algorithm == "optuna":
         return [[]]
     if search.algorithm == "grid":
         paths = list(search.space)
@@ -210,7 +224,8 @@ def expand(study: StudySpec) -> list[Trial]:
                     spec = TrialSpec.model_validate({**data, "seed": seed})
                 except ValidationError as e:
                     raise SpecError(format_validation_error(e, f"{where} ({name})")) from None
-                trials.append(Trial(name, seed, spec, tuple(point)))
+                samples = study.search.num_samples if study.search and study.search.algorithm == "optuna" else 0
+                trials.append(Trial(name, seed, spec, tuple(point), optuna_samples=samples))
     return _merge_aliases(trials)
 
 
@@ -226,5 +241,14 @@ def _merge_aliases(trials: list[Trial]) -> list[Trial]:
         elif first.variant == t.variant or t.variant in first.aliases:
             raise SpecError(f"variant {t.variant!r} gives the same trial twice (spec hash {t.spec_hash}); make each change change something")
         else:
-            merged[t.spec_hash] = Trial(first.variant, first.seed, first.spec, first.search_point, first.aliases + (t.variant,))
+            merged[t.spec_hash] = Trial(first.variant, first.seed, first.spec, first.search_point,
+                                        first.aliases + (t.variant,), first.optuna_samples)
     return list(merged.values())
+
+
+def with_point(template: Trial, point: dict[str, Any]) -> Trial:
+    """The trial an Optuna draw makes of a search template."""
+    data = template.spec.model_dump(mode="json")
+    for path, value in point.items():
+        data = set_path(data, path, value)
+    return Trial(template.variant, template.seed, TrialSpec.model_validate(data), tuple(point.items()), template.aliases)

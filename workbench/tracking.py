@@ -58,6 +58,10 @@ class Store:
         runs = self._search(f"tags.{KIND} = 'trial' and tags.study = '{_quote(study)}' and attributes.status = 'FINISHED'")
         return {r.data.tags["spec_hash"]: r.info.run_id for r in runs}
 
+    def finished_runs_of(self, study: str, variant: str, seed: int) -> list:
+        return self._search(f"tags.{KIND} = 'trial' and tags.study = '{_quote(study)}' and tags.variant = "
+                            f"'{_quote(variant)}' and tags.seed = '{seed}' and attributes.status = 'FINISHED'")
+
     def study_run(self, study: str, description: str, code_version: str) -> str:
         """The study's parent run, reused across resumed invocations."""
         found = self._search(f"tags.{KIND} = 'study' and tags.study = '{_quote(study)}'")

@@ -222,3 +222,22 @@ def test_mlflow_server_serves_the_study_with_runs_nested(quickstart):
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+
+
+def test_optuna_search_per_variant_resumes_with_only_the_missing_draws(tmp_path):
+    def study(samples):
+        return write_study(tmp_path, name="optuna", changes=[{"name": "no gate", "set": {"model.attention.forget_gate": "none"}}],
+                           search={"space": {"train.lr": {"loguniform": [3e-4, 3e-2]}}, "algorithm": "optuna",
+                                   "num_samples": samples})
+
+    workdir = tmp_path / "w"
+    first = wb("run", study(2), "--workdir", workdir)
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = wb("run", study(3), "--workdir", workdir)
+    assert again.returncode == 0, again.stderr[-3000:]
+    runs = trial_runs(workdir, "optuna")[1]
+    for variant in ("FoX (Pro)", "no gate"):
+        mine = [r for r in runs if r.data.tags["variant"] == variant]
+        assert [r.info.status for r in mine] == ["FINISHED"] * 3
+        assert len({r.data.params["train.lr"] for r in mine}) == 3  # three distinct draws, each once
+        assert all(r.data.tags["search_point"].startswith("lr=") for r in mine)
