@@ -119,3 +119,22 @@ def test_every_page_renders_in_chromium_without_errors(site, browser, tmp_path):
             assert (tmp_path / f"{page.stem}.png").stat().st_size > 10_000
     h1 = browser.execute_script("return document.querySelector('h1') && document.querySelector('h1').textContent")
     assert h1 is not None
+
+
+def test_serve_binds_loopback_and_prints_the_address(site):
+    import urllib.request
+
+    workdir, _ = site
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "dashboard", "--workdir", str(workdir), "--out",
+                             str(workdir / "served"), "--serve", "--port", "0"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        while "serving on" not in line:
+            line = proc.stdout.readline()
+            assert line, "wb dashboard --serve exited without serving"
+        address = re.search(r"http://127\.0\.0\.1:\d+/", line).group(0)
+        with urllib.request.urlopen(address + "index.html", timeout=10) as response:
+            assert "quickstart" in response.read().decode()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
