@@ -12,6 +12,8 @@ import polars as pl
 from plotly.subplots import make_subplots
 from scipy import stats
 
+from workbench import results
+
 # Table 3's column order, with the paper's names.
 SLOT_NAMES = {"rope": "RoPE", "forget_gate": "Forget gate", "qk_norm": "QK-norm", "output_gate": "Output gate",
               "output_norm": "Output norm", "kv_shift": "KV-shift"}
@@ -33,21 +35,22 @@ def welch_p(a: list[float], b: list[float]) -> float | None:
 def ablation_table(runs: pl.DataFrame, table: pl.DataFrame, base: str, metric: str = "val_ppl") -> str:
     """One row per variant: a check mark per slot, parameters, seeds, mean with 95% CI, delta vs
     base, and a star where the difference is significant."""
-    base_values = runs.filter(pl.col("variant") == base)[metric].to_list()
+    runs = results.with_row_labels(runs)
+    base_values = runs.filter(pl.col("row") == base)[metric].to_list()
     head = "".join(f"<th>{n}</th>" for n in SLOT_NAMES.values())
     rows = []
     for r in table.iter_rows(named=True):
-        mine = runs.filter(pl.col("variant") == r["variant"])
+        mine = runs.filter(pl.col("row") == r["row"])
         first = mine.row(0, named=True)
         marks = "".join(
             f'<td class="mark" title="{esc(first.get(f"slot.{s}", "?"))}">'
             f'{"&#10003;" if first.get(f"slot.{s}", "none") not in ("none", None) else ""}</td>' for s in SLOT_NAMES)
         ci = f" &plusmn; {r['ci95']:.3f}" if r["ci95"] is not None else ""
-        p = None if r["variant"] == base else welch_p(mine[metric].to_list(), base_values)
+        p = None if r["row"] == base else welch_p(mine[metric].to_list(), base_values)
         star = ' <span class="sig" title="p = {:.3g}">&#9733;</span>'.format(p) if p is not None and p < 0.05 else ""
-        delta = "" if r["delta"] is None or r["variant"] == base else f"{r['delta']:+.3f}"
+        delta = "" if r["delta"] is None or r["row"] == base else f"{r['delta']:+.3f}"
         params = f"{int(first['n_params']):,}" if first.get("n_params") is not None else ""
-        rows.append(f'<tr><td class="variant">{esc(r["variant"])}</td>{marks}<td class="num">{params}</td>'
+        rows.append(f'<tr><td class="variant">{esc(r["row"])}</td>{marks}<td class="num">{params}</td>'
                     f'<td class="num">{r["seeds"]}</td><td class="num value">{r["mean"]:.3f}{ci}</td>'
                     f'<td class="num">{delta}{star}</td></tr>')
     return (f'<table class="ablation"><thead><tr><th>Variant</th>{head}<th>Params</th><th>Seeds</th>'

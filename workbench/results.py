@@ -54,38 +54,41 @@ def trial_runs(workdir: Path, study: str, experiment: str | None = None, trackin
     return pl.DataFrame(rows) if rows else pl.DataFrame()
 
 
-def study_table(runs: pl.DataFrame, base: str, metric: str = "val_ppl", order: list[str] | None = None) -> pl.DataFrame:
-    """Per variant: seeds, mean, 95% CI half-width (Student t over seeds), delta of the mean vs
-    ``base``; rows in ``order`` (the study's design order), unknown variants last."""
-    seen = list(dict.fromkeys(runs["variant"].to_list()))
-    order = [v for v in (order or []) if v in seen] + [v for v in seen if v not in (order or [])]
-    # A search study has one row per (variant, searched values); seeds are what a row averages.
-    runs = runs.with_columns(
+def with_row_labels(runs: pl.DataFrame) -> pl.DataFrame:
+    """Adds ``row``: the variant, and in a search study its searched values ("FoX (Pro) [lr=0.002]"):
+    a table row averages the seeds of one row label."""
+    return runs.with_columns(
         pl.when(pl.col("search_point") != "").then(pl.col("variant") + " [" + pl.col("search_point") + "]")
-        .otherwise(pl.col("variant")).alias("variant"))
-    seen = list(dict.fromkeys(runs["variant"].to_list()))
-    order = [v for v in order if v in seen] + [v for v in seen if v not in order]
+        .otherwise(pl.col("variant")).alias("row"))
+
+
+def study_table(runs: pl.DataFrame, base: str, metric: str = "val_ppl", order: list[str] | None = None) -> pl.DataFrame:
+    """Per row label: its variant, seeds, mean, 95% CI half-width (Student t over seeds), delta of
+    the mean vs the ``base`` variant; rows in the study's design ``order`` of variants."""
+    runs = with_row_labels(runs)
+    rank = {v: i for i, v in enumerate(order or dict.fromkeys(runs["variant"].to_list()))}
     table = (
         runs.filter(~pl.col("stopped_early"))
-        .group_by("variant")
-        .agg(pl.len().alias("seeds"), pl.col(metric).mean().alias("mean"), pl.col(metric).std().alias("std"))
+        .group_by("row", maintain_order=True)
+        .agg(pl.col("variant").first(), pl.len().alias("seeds"), pl.col(metric).mean().alias("mean"),
+             pl.col(metric).std().alias("std"))
         .with_columns(pl.struct("seeds", "std").map_elements(
             lambda r: t975(r["seeds"] - 1) * r["std"] / math.sqrt(r["seeds"]) if r["seeds"] > 1 else None,
             return_dtype=pl.Float64).alias("ci95"))
     )
-    base_mean = table.filter(pl.col("variant") == base)["mean"]
+    base_mean = table.filter(pl.col("row") == base)["mean"]
     ref = base_mean[0] if len(base_mean) else None
     table = table.with_columns((pl.col("mean") - ref).alias("delta") if ref is not None else pl.lit(None, pl.Float64).alias("delta"))
-    rank = {v: i for i, v in enumerate(order)}
-    return table.with_columns(pl.col("variant").replace_strict(rank, return_dtype=pl.Int64).alias("_o")).sort("_o").drop("_o")
+    position = pl.col("variant").replace_strict(rank, default=len(rank), return_dtype=pl.Int64)
+    return table.with_columns(position.alias("_o")).sort("_o", "row").drop("_o")
 
 
 def print_table(table: pl.DataFrame, base: str, metric: str = "val_ppl") -> None:
     print(f"{'variant':<40} {'seeds':>5}  {metric + ' mean':>14}  {'95% CI':>9}  {'delta vs ' + base[:20]:>12}")
     for r in table.iter_rows(named=True):
         ci = f"±{r['ci95']:.3f}" if r["ci95"] is not None else "n/a"
-        delta = "" if r["delta"] is None or r["variant"] == base else f"{r['delta']:+.3f}"
-        print(f"{r['variant'][:40]:<40} {r['seeds']:>5}  {r['mean']:>14.3f}  {ci:>9}  {delta:>12}")
+        delta = "" if r["delta"] is None or r["row"] == base else f"{r['delta']:+.3f}"
+        print(f"{r['row'][:40]:<40} {r['seeds']:>5}  {r['mean']:>14.3f}  {ci:>9}  {delta:>12}")
 
 
 def searched_values(runs: list) -> pl.DataFrame:

@@ -90,6 +90,7 @@ class Outcome:
     val_ppl: float | None = None
     seconds: float = 0.0
     started: float = field(default_factory=time.time)
+    last: dict = field(default_factory=dict)  # the latest intermediate result, for an early stop
 
 
 def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outcomes: dict[str, Outcome], resolve,
@@ -142,8 +143,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                 return
             out = self._outcome(trial)
             if out.status == "RUNNING":  # stopped by the scheduler (ASHA) before its last report
-                last = getattr(out, "last", {})
-                store.finish_trial(self.runs[trial.trial_id], {"val_loss": last.get("val_loss"), "tokens": last.get("tokens")}, stopped_early=True)
+                store.finish_trial(self.runs[trial.trial_id], {"val_loss": out.last.get("val_loss"), "tokens": out.last.get("tokens")},
+                                   stopped_early=True)
                 self._end(out, "FINISHED", reason="stopped early by ASHA")
 
         def on_trial_error(self, iteration, trials, trial, **info):

@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
@@ -124,4 +124,4 @@ def _quote(text: str) -> str:
     return text.replace("'", "\\'")
 
 
-__all__ = ["Store", "flatten", "local_tracking_uri", "RunStatus"]
+__all__ = ["Store", "flatten", "local_tracking_uri"]
