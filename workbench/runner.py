@@ -17,7 +17,7 @@ from pathlib import Path
 
 from workbench.errors import SpecError
 from workbench.study import StudySpec, Trial, expand
-from workbench.tracking import Store, local_tracking_uri
+from workbench.tracking import Store, create_local_store, local_tracking_uri
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # Tune's own CSV/JSON/TensorBoard loggers would duplicate what MLflow records.
@@ -227,6 +227,8 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
         ray.init(address=ray_address, log_to_driver=False, configure_logging=False)
     check_gpus(study, ray_address)
     workdir.mkdir(parents=True, exist_ok=True)
+    if tracking_uri is None:
+        create_local_store(workdir)
     store = Store(tracking_uri or local_tracking_uri(workdir), study.experiment, workdir / "mlartifacts")
     code = code_version()
     done = store.finished_trials(study.name)

@@ -7,6 +7,7 @@ step = training tokens; the resolved spec, result.json and the per-position loss
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -21,6 +22,18 @@ FINAL_METRICS = ("val_loss", "val_ppl", "unigram_entropy", "tokens_per_s", "mfu"
 
 def local_tracking_uri(workdir: Path) -> str:
     return f"sqlite:///{(workdir / 'mlflow.db').resolve()}"
+
+
+def create_local_store(workdir: Path) -> None:
+    """Create ``mlflow.db`` whole or not at all: MLflow builds its schema with migrations, and a
+    reader (``wb results``, ``wb dashboard``) opening a half-built file would run them too and
+    leave the store broken. The schema is built under a temporary name, then renamed into place."""
+    db = workdir / "mlflow.db"
+    if db.exists():
+        return
+    tmp = workdir / f"mlflow.db.creating-{os.getpid()}"
+    MlflowClient(f"sqlite:///{tmp.resolve()}").search_experiments()  # builds the schema
+    os.replace(tmp, db)
 
 
 def flatten(data, prefix: str = "") -> dict[str, str]:
