@@ -15,7 +15,7 @@ from plotly.offline import get_plotlyjs
 from dashboards import figures
 from dashboards.figures import esc
 from workbench import results
-from workbench.tracking import KIND, Store
+from workbench.tracking import KIND, Store, quote
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 table.ablation{border-collapse:collapse;font-size:14px}table.ablation td,table.ablation th{border-bottom:1px solid #ddd;padding:4px 8px}
@@ -58,7 +58,7 @@ class Page:
 
 def study_page(store: Store, study: str) -> tuple[str, dict]:
     runs = results.finished_runs(store, study)
-    parent = store._search(f"tags.{KIND} = 'study' and tags.study = '{study.replace(chr(39), chr(92) + chr(39))}'")
+    parent = store._search(f"tags.{KIND} = 'study' and tags.study = {quote(study)}")
     description = parent[0].data.tags.get("mlflow.note.content", "") if parent else ""
     page = Page(f"{study} · FoX ablation workbench")
     page.html(f"<h1>{esc(study)}</h1><p>{esc(description)}</p>")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from workbench.tracking import KIND, Store, local_tracking_uri
+from workbench.tracking import KIND, Store, local_tracking_uri, quote
 
 # Two-sided 95% Student t quantiles t(0.975, df) for df = 1..30; beyond that the normal's 1.96.
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -28,7 +28,7 @@ def open_store(workdir: Path, experiment: str, tracking_uri: str | None = None) 
 
 
 def finished_runs(store: Store, study: str) -> list:
-    return store._search(f"tags.{KIND} = 'trial' and tags.study = '{study}' and attributes.status = 'FINISHED'")
+    return store._search(f"tags.{KIND} = 'trial' and tags.study = {quote(study)} and attributes.status = 'FINISHED'")
 
 
 def trial_runs(workdir: Path, study: str, experiment: str | None = None, tracking_uri: str | None = None,

@@ -140,9 +140,25 @@ class StudySpec(Spec):
     resources: Resources = Resources()
     tracking: Tracking = Tracking()
 
+    @model_validator(mode="after")
+    def _names_are_searchable(self):
+        # The tracking store finds runs by these names; its filters quote with ' or ", not both.
+        names = [("name", self.name)] + [(f"variant {n!r}", n) for n in _design_names(self.design)]
+        for where, text in names:
+            if "'" in text and '"' in text:
+                raise ValueError(f"{where}: a name may contain ' or \" but not both")
+        return self
+
     @property
     def experiment(self) -> str:
         return self.tracking.experiment or self.name
+
+
+def _design_names(design) -> list[str]:
+    names = [getattr(design, "base_name", None)]
+    for key in ("changes", "steps", "variants"):
+        names += [c.name for c in getattr(design, key, [])]
+    return [n for n in names if n]
 
 
 @dataclass(frozen=True)

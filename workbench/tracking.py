@@ -68,16 +68,16 @@ class Store:
 
     def finished_trials(self, study: str) -> dict[str, str]:
         """spec_hash -> run id of every FINISHED trial of the study."""
-        runs = self._search(f"tags.{KIND} = 'trial' and tags.study = '{_quote(study)}' and attributes.status = 'FINISHED'")
+        runs = self._search(f"tags.{KIND} = 'trial' and tags.study = {quote(study)} and attributes.status = 'FINISHED'")
         return {r.data.tags["spec_hash"]: r.info.run_id for r in runs}
 
     def finished_runs_of(self, study: str, variant: str, seed: int) -> list:
-        return self._search(f"tags.{KIND} = 'trial' and tags.study = '{_quote(study)}' and tags.variant = "
-                            f"'{_quote(variant)}' and tags.seed = '{seed}' and attributes.status = 'FINISHED'")
+        return self._search(f"tags.{KIND} = 'trial' and tags.study = {quote(study)} and tags.variant = "
+                            f"{quote(variant)} and tags.seed = '{seed}' and attributes.status = 'FINISHED'")
 
     def study_run(self, study: str, description: str, code_version: str) -> str:
         """The study's parent run, reused across resumed invocations."""
-        found = self._search(f"tags.{KIND} = 'study' and tags.study = '{_quote(study)}'")
+        found = self._search(f"tags.{KIND} = 'study' and tags.study = {quote(study)}")
         if found:
             run_id = found[0].info.run_id
             self.client.update_run(run_id, status="RUNNING")
@@ -89,7 +89,7 @@ class Store:
 
     def reap_stale(self, study: str) -> int:
         """Trials left RUNNING by a driver that died are marked KILLED; they will run again."""
-        stale = self._search(f"tags.{KIND} = 'trial' and tags.study = '{_quote(study)}' and attributes.status = 'RUNNING'")
+        stale = self._search(f"tags.{KIND} = 'trial' and tags.study = {quote(study)} and attributes.status = 'RUNNING'")
         for run in stale:
             self.client.set_tag(run.info.run_id, "error", "the driver stopped before this trial finished")
             self.client.set_terminated(run.info.run_id, "KILLED")
@@ -133,8 +133,14 @@ class Store:
         self.client.set_terminated(run_id, "FAILED" if failed else "FINISHED")
 
 
-def _quote(text: str) -> str:
-    return text.replace("'", "\\'")
+def quote(text: str) -> str:
+    """``text`` as a string literal of an MLflow filter. MLflow takes '...' or "..." and no escapes,
+    so a name is quoted with the kind it does not contain (StudySpec refuses names with both)."""
+    if "'" not in text:
+        return f"'{text}'"
+    if '"' not in text:
+        return f'"{text}"'
+    raise ValueError(f"{text!r} holds both kinds of quotes; an MLflow filter cannot match it")
 
 
-__all__ = ["Store", "flatten", "local_tracking_uri"]
+__all__ = ["Store", "flatten", "local_tracking_uri", "quote"]

@@ -241,3 +241,13 @@ def test_optuna_search_per_variant_resumes_with_only_the_missing_draws(tmp_path)
         assert [r.info.status for r in mine] == ["FINISHED"] * 3
         assert len({r.data.params["train.lr"] for r in mine}) == 3  # three distinct draws, each once
         assert all(r.data.tags["search_point"].startswith("lr=") for r in mine)
+
+
+def test_a_study_named_with_a_quote_resumes_and_reports(tmp_path):
+    study = write_study(tmp_path, name="it's mini", changes=[{"name": "the 'no gate'", "set": {"model.attention.forget_gate": "none"}}])
+    workdir = tmp_path / "w"
+    assert wb("run", study, "--workdir", workdir).returncode == 0
+    again = wb("run", study, "--workdir", workdir)
+    assert again.returncode == 0 and "2 already done, 0 to run" in again.stderr
+    table = wb("results", study, "--workdir", workdir)
+    assert table.returncode == 0 and "the 'no gate'" in table.stdout

@@ -62,6 +62,8 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]},
           "search": {"space": {"train.lr": {"choice": [0.01, 0.01]}}, "algorithm": "grid"}},
          "variant 'x' gives the same trial twice"),
+        ({"name": "both ' and \"", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]}},
+         "name: a name may contain ' or \" but not both"),
     ],
 )
 def test_bad_study_files_are_one_clear_error(data, expected):
