@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from workbench.tracking import KIND, Store, local_tracking_uri, quote
+from workbench.tracking import KIND, Store, open_store, quote
 
 # Two-sided 95% Student t quantiles t(0.975, df) for df = 1..30; beyond that the normal's 1.96.
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -18,13 +18,6 @@ _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
 
 def t975(df: int) -> float:
     return _T975[df - 1] if 1 <= df <= len(_T975) else 1.96
-
-
-def open_store(workdir: Path, experiment: str, tracking_uri: str | None = None) -> Store | None:
-    """The store, or None where a local one was never created (reading must not create it)."""
-    if tracking_uri is None and not (workdir / "mlflow.db").exists():
-        return None
-    return Store(tracking_uri or local_tracking_uri(workdir), experiment, workdir / "mlartifacts")
 
 
 def finished_runs(store: Store, study: str) -> list:

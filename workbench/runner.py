@@ -17,7 +17,7 @@ from pathlib import Path
 
 from workbench.errors import SpecError
 from workbench.study import StudySpec, Trial, expand
-from workbench.tracking import Store, create_local_store, local_tracking_uri
+from workbench.tracking import Store, create_local_store, local_tracking_uri, open_store
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # Tune's own CSV/JSON/TensorBoard loggers would duplicate what MLflow records.
@@ -205,10 +205,8 @@ class StudyRun:
 def plan(study: StudySpec, workdir: Path, tracking_uri: str | None) -> tuple[list[Trial], dict[str, str]]:
     """All trials, and the spec hashes already FINISHED in the store (read without creating it)."""
     trials = expand(study)
-    if tracking_uri is None and not (workdir / "mlflow.db").exists():
-        return trials, {}
-    store = Store(tracking_uri or local_tracking_uri(workdir), study.experiment, workdir / "mlartifacts")
-    return trials, store.finished_trials(study.name)
+    store = open_store(workdir, study.experiment, tracking_uri)
+    return trials, {} if store is None else store.finished_trials(study.name)
 
 
 def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None, tracking_uri: str | None = None,
@@ -275,14 +273,8 @@ def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_con
             trial_name_creator=lambda tr: tr.config["t"]["key"],
             trial_dirname_creator=lambda tr: tr.config["t"]["key"],
         ),
-        run_config=tune.RunConfig(
-            name=study.name.replace("/", "_"), storage_path=str(workdir / "ray"), verbose=0,
-            callbacks=[callback], failure_config=tune.FailureConfig(max_failures=0),
-        ),
+        run_config=_run_config(study, workdir, callback),
     )
-    # Tune's result grid looks for the file loggers we turned off and warns per trial; the store
-    # holds the results, so those warnings say nothing.
-    logging.getLogger("ray.tune").setLevel(logging.ERROR)
     tuner.fit()
 
 
@@ -326,10 +318,8 @@ def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, 
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
                                     num_samples=template.optuna_samples - len(prior),
                                     max_concurrent_trials=max_concurrent),
-        run_config=tune.RunConfig(name=study.name.replace("/", "_"), storage_path=str(workdir / "ray"), verbose=0,
-                                  callbacks=[callback], failure_config=tune.FailureConfig(max_failures=0)),
+        run_config=_run_config(study, workdir, callback),
     )
-    logging.getLogger("ray.tune").setLevel(logging.ERROR)
     tuner.fit()
 
 
@@ -353,3 +343,14 @@ def _asha(study: StudySpec, trials: list[Trial]):
                          max_t=2 * max(t.spec.train.tokens for t in trials),
                          grace_period=study.search.asha.grace_tokens,
                          reduction_factor=study.search.asha.reduction_factor)
+
+
+def _run_config(study: StudySpec, workdir: Path, callback):
+    """Tune's run settings, the same for every Tuner of a study."""
+    from ray import tune
+
+    # Tune's result grid looks for the file loggers we turned off and warns per trial; the store
+    # holds the results, so those warnings say nothing.
+    logging.getLogger("ray.tune").setLevel(logging.ERROR)
+    return tune.RunConfig(name=study.name.replace("/", "_"), storage_path=str(workdir / "ray"), verbose=0,
+                          callbacks=[callback], failure_config=tune.FailureConfig(max_failures=0))

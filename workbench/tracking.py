@@ -24,6 +24,13 @@ def local_tracking_uri(workdir: Path) -> str:
     return f"sqlite:///{(workdir / 'mlflow.db').resolve()}"
 
 
+def open_store(workdir: Path, experiment: str, tracking_uri: str | None = None) -> "Store | None":
+    """The store, or None where a local one was never created (reading must not create it)."""
+    if tracking_uri is None and not (workdir / "mlflow.db").exists():
+        return None
+    return Store(tracking_uri or local_tracking_uri(workdir), experiment, workdir / "mlartifacts")
+
+
 def create_local_store(workdir: Path) -> None:
     """Create ``mlflow.db`` whole or not at all: MLflow builds its schema with migrations, and a
     reader (``wb results``, ``wb dashboard``) opening a half-built file would run them too and
@@ -143,4 +150,4 @@ def quote(text: str) -> str:
     raise ValueError(f"{text!r} holds both kinds of quotes; an MLflow filter cannot match it")
 
 
-__all__ = ["Store", "flatten", "local_tracking_uri", "quote"]
+__all__ = ["Store", "flatten", "local_tracking_uri", "open_store", "quote"]
