@@ -131,12 +131,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--peers", default=".peers")
     ap.add_argument("--out", default="bench.json")
-    ap.add_argument("--configs", help="JSON of tuned configs from kernels.tune (else the built-in table)")
+    ap.add_argument("--configs", help="JSON written by kernels.tune (else the built-in table)")
     args = ap.parse_args(argv)
     if args.configs:
         from kernels import tune
 
-        tune.install(json.loads(Path(args.configs).read_text()))
+        tune.install(json.loads(Path(args.configs).read_text())["table"])
     gated = peer_kernels(Path(args.peers))
     plain = {"SDPA flash (no gate)": sdpa(SDPBackend.FLASH_ATTENTION), "SDPA cuDNN (no gate)": sdpa(SDPBackend.CUDNN_ATTENTION)}
     results = {

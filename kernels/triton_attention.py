@@ -1,4 +1,4 @@
-"""Forgetting attention on Triton: launch configuration and the autograd Function.
+"""Forgetting attention on Triton: launch configuration and the custom ops torch sees.
 
 The host computes c = cumsum(log f) in fp32 (a (B, T, H) vector; the (T, T) decay matrix is never
 formed), launches the forward, and in the backward turns dL/dc into dL/d log f with a reverse
@@ -6,6 +6,7 @@ cumsum. q, k, v keep the strides they come with; nothing is copied.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -39,23 +40,36 @@ class TileConfig:
 class KernelConfig:
     fwd: TileConfig
     dkdv: TileConfig
-    dq: TileConfig
+    dq: TileConfig  # unused when fused_dq
+    # dQ accumulated inside the dK/dV loop with fp32 atomics (5 matmuls per tile pair) instead of
+    # a second kernel that recomputes S and dP (7): kernels/triton_bwd.py.
+    fused_dq: bool = False
 
 
-# Chosen by measurement on the H200 (kernels/tune.py; kernels/BENCHMARKS.md), per head-dim bucket.
-H200_CONFIGS: dict[int, KernelConfig] = {
-    64: KernelConfig(TileConfig(64, 128, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 128, 4, 3)),
-    128: KernelConfig(TileConfig(64, 64, 4, 3), TileConfig(64, 128, 8, 3), TileConfig(128, 64, 8, 3)),
+# Chosen by measurement on the H200 (kernels/tune.py; kernels/BENCHMARKS.md): per head-dim bucket,
+# (longest sequence it serves, config) in increasing length.
+H200_CONFIGS: dict[int, tuple[tuple[int, KernelConfig], ...]] = {
+    64: (
+        (2048, KernelConfig(TileConfig(128, 64, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 128, 4, 3))),
+        (1 << 62, KernelConfig(TileConfig(64, 128, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 128, 4, 3))),
+    ),
+    128: (
+        (2048, KernelConfig(TileConfig(64, 64, 4, 2), TileConfig(64, 64, 4, 2), TileConfig(64, 64, 4, 2))),
+        (1 << 62, KernelConfig(TileConfig(128, 128, 8, 2), TileConfig(64, 128, 8, 3), TileConfig(128, 64, 8, 3))),
+    ),
 }
 # The interpreter runs tile by tile in numpy: small tiles keep it quick and exercise the
 # multi-tile paths at small T.
 INTERPRETER_CONFIG = KernelConfig(TileConfig(32, 16, 4, 1), TileConfig(16, 32, 4, 1), TileConfig(32, 16, 4, 1))
 
 
-def default_config(head_dim: int) -> KernelConfig:
+def default_config(head_dim: int, seq_len: int) -> KernelConfig:
     if INTERPRET:
         return INTERPRETER_CONFIG
-    return H200_CONFIGS[64 if head_dim <= 64 else 128]
+    for longest, cfg in H200_CONFIGS[64 if head_dim <= 64 else 128]:
+        if seq_len <= longest:
+            return cfg
+    return cfg
 
 
 def head_major_cumsum(log_f: torch.Tensor) -> torch.Tensor:
@@ -75,7 +89,8 @@ def _launch_params(q: torch.Tensor):
     interpret = INTERPRET or not q.is_cuda
     # The interpreter's bf16/fp16 dot is wrong: upcast there. fp32 inputs get exact fp32 dots.
     precision = "ieee" if (q.dtype == torch.float32 or interpret) else "tf32"
-    return dict(D=D, BLOCK_D=block_d, UPCAST=interpret, PRECISION=precision)
+    # fp32 inputs get the decay bias as c_i - c_j per element (kernels/triton_common.py).
+    return dict(D=D, BLOCK_D=block_d, UPCAST=interpret, PRECISION=precision, EXACT=q.dtype == torch.float32)
 
 
 def _forward(q, k, v, c, sm_scale, cfg: KernelConfig):
@@ -102,24 +117,35 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
         o, do, delta, *_strides4(o), *_strides4(do), T, H,
         D=D, BLOCK_D=params["BLOCK_D"], BLOCK_M=64,
     )
-    dq, dk, dv = _new(q), _new(k), _new(v)
+    dk, dv = _new(k), _new(v)
     has_gate = c is not None
-    dc_row = _new(lse) if has_gate else lse
+    if cfg.fused_dq:
+        # Atomic adds need zeroed fp32 accumulators: (B * H, T, BLOCK_D) and (B * H, T).
+        dq_acc = torch.zeros(B * H, T, params["BLOCK_D"], device=q.device, dtype=torch.float32)
+        dc_row = torch.zeros_like(lse)
+    else:
+        dq_acc = lse  # never read
+        dc_row = _new(lse) if has_gate else lse
     dc_col = _new(lse) if has_gate else lse
     c_arg = c if has_gate else lse
     c_strides = c.stride() if has_gate else (0, 0, 0)
     dkdv_kernel[(triton.cdiv(T, cfg.dkdv.block_n), B * H)](
-        q, k, v, c_arg, do, lse, delta, dk, dv, dc_col,
+        q, k, v, c_arg, do, lse, delta, dk, dv, dc_col, dq_acc, dc_row,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv), *c_strides,
-        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dkdv.block_m, BLOCK_N=cfg.dkdv.block_n,
-        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, **params,
+        T, H, sm_scale, HAS_GATE=has_gate, FUSED_DQ=cfg.fused_dq, BLOCK_M=cfg.dkdv.block_m,
+        BLOCK_N=cfg.dkdv.block_n, num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, **params,
     )
-    dq_kernel[(triton.cdiv(T, cfg.dq.block_m), B * H)](
-        q, k, v, c_arg, do, lse, delta, dq, dc_row,
-        *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dq), *c_strides,
-        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dq.block_m, BLOCK_N=cfg.dq.block_n,
-        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, **params,
-    )
+    if cfg.fused_dq:
+        dq = _new(q)
+        dq.copy_(dq_acc[..., :D].view(B, H, T, D).transpose(1, 2))
+    else:
+        dq = _new(q)
+        dq_kernel[(triton.cdiv(T, cfg.dq.block_m), B * H)](
+            q, k, v, c_arg, do, lse, delta, dq, dc_row,
+            *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dq), *c_strides,
+            T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dq.block_m, BLOCK_N=cfg.dq.block_n,
+            num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, **params,
+        )
     if not has_gate:
         return dq, dk, dv, None
     dc = (dc_row + dc_col).view(B, H, T)  # dc_col already holds -colsum(dS)
@@ -128,25 +154,69 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
     return dq, dk, dv, dlog_f
 
 
-class _ForgettingAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, log_f, sm_scale, cfg):
-        c = None if log_f is None else head_major_cumsum(log_f)  # (B, T, H) view, fp32
-        o, lse = _forward(q, k, v, c, sm_scale, cfg)
-        ctx.save_for_backward(q, k, v, c, o, lse)
-        ctx.sm_scale, ctx.cfg = sm_scale, cfg
-        return o
-
-    @staticmethod
-    def backward(ctx, do):
-        q, k, v, c, o, lse = ctx.saved_tensors
-        dq, dk, dv, dlog_f = _backward(do, q, k, v, c, o, lse, ctx.sm_scale, ctx.cfg)
-        return dq, dk, dv, dlog_f, None, None
+# The kernels are torch.library custom ops, so torch.compile sees one opaque node with known
+# output shapes instead of breaking its graph around Python launch code (two breaks per layer
+# with torch.compiler.disable): what surrounds the attention (norms, gates, shifts) fuses across.
+def _config_ints(cfg: KernelConfig) -> list[int]:
+    return [*dataclasses.astuple(cfg.fwd), *dataclasses.astuple(cfg.dkdv), *dataclasses.astuple(cfg.dq), int(cfg.fused_dq)]
 
 
-# torch.compile runs around the kernel, not through it: the launch code is plain Python that
-# dynamo need not trace, and the kernels are already what it would generate at best.
-@torch.compiler.disable
+def _config_from(ints: list[int]) -> KernelConfig:
+    return KernelConfig(TileConfig(*ints[0:4]), TileConfig(*ints[4:8]), TileConfig(*ints[8:12]), bool(ints[12]))
+
+
+@torch.library.custom_op("fox_workbench::forgetting_attention_fwd", mutates_args=())
+def _fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_f: torch.Tensor | None, sm_scale: float,
+            config: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """-> o (B, T, H, D), lse (B * H, T) fp32, c = cumsum(log f) (B, H, T) fp32 (empty without a gate)."""
+    c = None if log_f is None else head_major_cumsum(log_f)  # (B, T, H) view, fp32
+    o, lse = _forward(q, k, v, c, sm_scale, _config_from(config))
+    return o, lse, (q.new_empty(0, dtype=torch.float32) if c is None else c.transpose(1, 2))
+
+
+@_fwd_op.register_fake
+def _(q, k, v, log_f, sm_scale, config):
+    B, T, H, _ = q.shape
+    return (q.new_empty(q.shape), q.new_empty(B * H, T, dtype=torch.float32),
+            q.new_empty((0,) if log_f is None else (B, H, T), dtype=torch.float32))
+
+
+@torch.library.custom_op("fox_workbench::forgetting_attention_bwd", mutates_args=())
+def _bwd_op(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, c: torch.Tensor, o: torch.Tensor,
+            lse: torch.Tensor, sm_scale: float, config: list[int]
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """-> dq, dk, dv (B, T, H, D), d log f (B, T, H) over (B, H, T) memory (empty without a gate)."""
+    gated = c.numel() > 0
+    dq, dk, dv, dlog_f = _backward(do, q, k, v, c.transpose(1, 2) if gated else None, o, lse, sm_scale,
+                                   _config_from(config))
+    return dq, dk, dv, (dlog_f if gated else q.new_empty(0, dtype=torch.float32))
+
+
+@_bwd_op.register_fake
+def _(do, q, k, v, c, o, lse, sm_scale, config):
+    B, T, H, _ = q.shape
+    dlog_f = (q.new_empty(0, dtype=torch.float32) if c.numel() == 0
+              else torch.empty_strided((B, T, H), (H * T, 1, T), dtype=torch.float32, device=q.device))
+    return q.new_empty(q.shape), q.new_empty(q.shape), q.new_empty(q.shape), dlog_f
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, log_f, sm_scale, config = inputs
+    o, lse, c = output
+    ctx.save_for_backward(q, k, v, c, o, lse)
+    ctx.sm_scale, ctx.config, ctx.gated = sm_scale, config, log_f is not None
+    ctx.mark_non_differentiable(lse, c)
+
+
+def _backward_op(ctx, do, _dlse, _dc):
+    q, k, v, c, o, lse = ctx.saved_tensors
+    dq, dk, dv, dlog_f = _bwd_op(do, q, k, v, c, o, lse, ctx.sm_scale, ctx.config)
+    return dq, dk, dv, (dlog_f if ctx.gated else None), None, None
+
+
+_fwd_op.register_autograd(_backward_op, setup_context=_setup_context)
+
+
 def forgetting_attention_triton(q, k, v, log_f, *, scale: float | None = None, config: KernelConfig | None = None):
     """See kernels.forgetting_attention. q, k, v: (B, T, H, D); log_f: (B, T, H) fp32 or None."""
     if q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
@@ -158,5 +228,5 @@ def forgetting_attention_triton(q, k, v, log_f, *, scale: float | None = None, c
     if not q.is_cuda and not INTERPRET:
         raise RuntimeError("the Triton kernel needs CUDA tensors, or TRITON_INTERPRET=1 set before import for CPU")
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    cfg = config or default_config(q.shape[-1])
-    return _ForgettingAttention.apply(q, k, v, log_f, sm_scale, cfg)
+    cfg = config or default_config(q.shape[-1], q.shape[1])
+    return _fwd_op(q, k, v, log_f, sm_scale, _config_ints(cfg))[0]

@@ -1,38 +1,37 @@
 """Forward Triton kernel of forgetting attention (FlashAttention-2 style, exp2 domain).
 
-One program per (query tile, batch * head). Scores get the decay bias (c_i - c_j) * log2(e), the difference taken in natural-log units
-(one rounding of c, not two, when |c| is large),
-before the online softmax; the key loop runs over [lo, hi) in two parts, full tiles below the
-diagonal then the masked diagonal tiles, so a per-tile start index ``lo`` (adaptive computation
-pruning, reference/fox.md 1.6) changes only where the loop begins.
+One program per (query tile, batch * head). Scores are s q.k * log2(e) minus the key side of the
+decay bias (kernels/triton_common.py: the query side only shifts a row, so it goes into the stored
+log-sum-exp; ``EXACT``, for fp32 inputs, adds (c_i - c_j) per element instead, which costs three
+more operations per score and keeps fp32's precision when c changes fast within a tile); the key loop runs over [lo, hi) in two parts, full tiles below the diagonal then the
+masked diagonal tiles, so a per-tile start index ``lo`` (adaptive computation pruning,
+reference/fox.md 1.6) changes only where the loop begins.
 """
 import triton
 import triton.language as tl
 
+from kernels.triton_common import LOG2E, decay_log2, load_rows, store_rows
+
 
 @triton.jit
-def _fwd_tiles(acc, m_i, l_i, q, c_q, offs_m, K, V, C, stride_kt, stride_kd, stride_vt, stride_vd,
-               stride_ct, T, qk_scale, lo, hi,
-               MASKED: tl.constexpr, HAS_GATE: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+def _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, stride_vt, stride_vd,
+               stride_ct, c_ref, c_q, T, qk_scale, lo, hi,
+               MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, BLOCK_D)
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n
-        col_ok = cols < T
-        kv_mask = col_ok[:, None] & (offs_d[None, :] < D)
-        k = tl.load(K + cols[:, None] * stride_kt + offs_d[None, :] * stride_kd, mask=kv_mask, other=0.0)
-        v = tl.load(V + cols[:, None] * stride_vt + offs_d[None, :] * stride_vd, mask=kv_mask, other=0.0)
-        if UPCAST:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
-        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (BM, BN), log2 domain
+        k = load_rows(K, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST)
+        v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST)
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (BM, BN)
         if HAS_GATE:
-            c_k = tl.load(C + cols * stride_ct, mask=col_ok, other=0.0)
-            s += (c_q[:, None] - c_k[None, :]) * 1.4426950408889634
+            if EXACT:
+                s += (c_q[:, None] - tl.load(C + cols * stride_ct, mask=cols < T, other=0.0)[None, :]) * LOG2E
+            else:
+                s -= decay_log2(C, cols, stride_ct, c_ref, T)[None, :]
         if MASKED:
-            s = tl.where((offs_m[:, None] >= cols[None, :]) & col_ok[None, :], s, float("-inf"))
+            s = tl.where((offs_m[:, None] >= cols[None, :]) & (cols < T)[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         p = tl.math.exp2(s - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
@@ -50,7 +49,7 @@ def fwd_kernel(Q, K, V, C, O, LSE,
                stride_ob, stride_ot, stride_oh, stride_od,
                stride_cb, stride_ct, stride_ch,
                T, H, sm_scale,
-               HAS_GATE: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+               HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     start_m = tl.program_id(0)
@@ -64,16 +63,14 @@ def fwd_kernel(Q, K, V, C, O, LSE,
     C += b * stride_cb + h * stride_ch
 
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
-    row_ok = offs_m < T
-    q_mask = row_ok[:, None] & (offs_d[None, :] < D)
-    q = tl.load(Q + offs_m[:, None] * stride_qt + offs_d[None, :] * stride_qd, mask=q_mask, other=0.0)
-    if UPCAST:
-        q = q.to(tl.float32)
+    q = load_rows(Q, offs_m, stride_qt, stride_qd, T, D, BLOCK_D, UPCAST)
+    c_ref = 0.0
     c_q = tl.zeros([BLOCK_M], dtype=tl.float32)
     if HAS_GATE:
-        c_q = tl.load(C + offs_m * stride_ct, mask=row_ok, other=0.0)
-    qk_scale = sm_scale * 1.4426950408889634
+        c_ref = tl.load(C + start_m * BLOCK_M * stride_ct)  # c of this tile's first query
+        if EXACT:
+            c_q = tl.load(C + offs_m * stride_ct, mask=offs_m < T, other=0.0)
+    qk_scale = sm_scale * LOG2E
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -82,13 +79,17 @@ def fwd_kernel(Q, K, V, C, O, LSE,
     lo = 0
     diag = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)
-    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, c_q, offs_m, K, V, C, stride_kt, stride_kd,
-                               stride_vt, stride_vd, stride_ct, T, qk_scale, lo, diag,
-                               False, HAS_GATE, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
-    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, c_q, offs_m, K, V, C, stride_kt, stride_kd,
-                               stride_vt, stride_vd, stride_ct, T, qk_scale, diag, hi,
-                               True, HAS_GATE, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
-    o = acc / l_i[:, None]
-    tl.store(O + offs_m[:, None] * stride_ot + offs_d[None, :] * stride_od, o.to(O.dtype.element_ty), mask=q_mask)
-    # Log-sum-exp in the log2 domain, (B * H, T) contiguous: the backward recomputes P from it.
-    tl.store(LSE + bh * T + offs_m, m_i + tl.math.log2(l_i), mask=row_ok)
+    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
+                               stride_vt, stride_vd, stride_ct, c_ref, c_q, T, qk_scale, lo, diag,
+                               False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
+    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
+                               stride_vt, stride_vd, stride_ct, c_ref, c_q, T, qk_scale, diag, hi,
+                               True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
+    store_rows(O, offs_m, stride_ot, stride_od, acc / l_i[:, None], T, D, BLOCK_D)
+    # The true log-sum-exp (log2 domain, c_i included), (B * H, T) contiguous: the backward
+    # recomputes P from it with its own reference point.
+    lse = m_i + tl.math.log2(l_i)
+    if HAS_GATE:
+        if not EXACT:
+            lse += decay_log2(C, offs_m, stride_ct, c_ref, T)
+    tl.store(LSE + bh * T + offs_m, lse, mask=offs_m < T)

@@ -1,12 +1,15 @@
-"""Tile-size search for the Triton kernel on the GPU at hand.
+"""Tile-size search for the Triton kernel on the GPU at hand, per benchmark shape.
 
-    python -m kernels.tune [--out tune.json]
+    python -m kernels.tune [--out tune.json] [--jobs 12]
 
-For each head-dim bucket (64, 128) it times every forward tile config, then every dK/dV config
-(dQ at its default), then every dQ config (dK/dV at its best), each by the median of do_bench on
-bf16 inputs at N = 8192, and writes the winners as JSON. ``install`` puts such a JSON into the
-table that kernels.triton_attention reads; the winners are copied into H200_CONFIGS by hand,
-with the run recorded in kernels/BENCHMARKS.md.
+For each (B, H, N, D) of kernels.bench.SHAPES it times every forward tile config, then the split
+backward (every dK/dV config with dQ at its default, then every dQ config with dK/dV at its best)
+and every fused-dQ backward config, each by the median of do_bench on bf16 inputs. All configs
+are compiled first by ``--jobs`` processes in parallel (Triton's disk cache then serves the timing
+process), since compiling one by one takes longer than timing. Writes the per-shape results and
+a table by sequence length (the winner at each benchmarked N serves lengths up to N, the longest
+one everything beyond) that ``install`` puts into kernels.triton_attention.H200_CONFIGS; the
+committed table is copied from such a run, recorded in kernels/BENCHMARKS.md.
 """
 from __future__ import annotations
 
@@ -14,21 +17,75 @@ import argparse
 import dataclasses
 import itertools
 import json
+import multiprocessing as mp
+import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
 
 from kernels import triton_attention as ta
+from kernels.bench import SHAPES
 
-SHAPES = {64: (2, 16, 8192, 64), 128: (2, 8, 8192, 128)}
 FWD_SPACE = list(itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4)))
-DKDV_SPACE = list(itertools.product((32, 64, 128), (64, 128), (4, 8), (2, 3)))
-DQ_SPACE = list(itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3)))
+DKDV_SPACE = list(itertools.product((32, 64, 128), (64, 128), (4, 8), (2, 3, 4)))
+DQ_SPACE = list(itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4)))
+FUSED_SPACE = list(itertools.product((32, 64, 128), (64, 128), (4, 8), (2, 3)))
 
 
 def install(table: dict) -> None:
-    for d, cfg in table.items():
-        ta.H200_CONFIGS[int(d)] = ta.KernelConfig(*(ta.TileConfig(*cfg[p]) for p in ("fwd", "dkdv", "dq")))
+    """table: {head_dim: [[longest N, {"fwd": tile, "dkdv": tile, "dq": tile, "fused_dq": bool}], ...]}."""
+    for d, rows in table.items():
+        ta.H200_CONFIGS[int(d)] = tuple((int(n), _config(c)) for n, c in rows)
+
+
+def _config(c: dict) -> ta.KernelConfig:
+    return ta.KernelConfig(*(ta.TileConfig(*c[p]) for p in ("fwd", "dkdv", "dq")), fused_dq=bool(c["fused_dq"]))
+
+
+def _candidates(d: int, n: int) -> list[ta.KernelConfig]:
+    """Every config the search below will time for head dim d (compiled ahead in parallel)."""
+    base = ta.default_config(d, n)
+    out = [dataclasses.replace(base, fwd=ta.TileConfig(*t)) for t in FWD_SPACE]
+    out += [dataclasses.replace(base, dkdv=ta.TileConfig(*t), fused_dq=False) for t in DKDV_SPACE]
+    out += [dataclasses.replace(base, dq=ta.TileConfig(*t), fused_dq=False) for t in DQ_SPACE]
+    out += [dataclasses.replace(base, dkdv=ta.TileConfig(*t), fused_dq=True) for t in FUSED_SPACE]
+    return out
+
+
+def _inputs(B, H, N, D):
+    q, k, v = (torch.randn(B, N, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    log_f = torch.nn.functional.logsigmoid(torch.randn(B, N, H, device="cuda") + 3.0)
+    return q, k, v, ta.head_major_cumsum(log_f)
+
+
+def _compile(args) -> int:
+    """Runs each config once on a small input of the same head count and dim: the compiled
+    kernels land in Triton's cache, keyed by what the long inputs share (dtypes, constexprs,
+    divisibility of strides and lengths)."""
+    H, D, cfgs = args
+    q, k, v, c = _inputs(1, H, 512, D)
+    done = 0
+    for cfg in cfgs:
+        try:
+            o, lse = ta._forward(q, k, v, c, D**-0.5, cfg)
+            ta._backward(torch.randn_like(o), q, k, v, c, o, lse, D**-0.5, cfg)
+            done += 1
+        except Exception:  # e.g. out of shared memory: the timing pass reports it
+            pass
+    torch.cuda.synchronize()
+    return done
+
+
+def precompile(jobs: int) -> None:
+    work = []
+    for H, D in {(H, D) for _, H, _, D in SHAPES}:
+        cfgs = list(dict.fromkeys(c for _, h, n, d in SHAPES if (h, d) == (H, D) for c in _candidates(D, n)))
+        work += [(H, D, cfgs[i::jobs]) for i in range(jobs)]
+    t0 = time.time()
+    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
+        n = sum(pool.map(_compile, work))
+    print(f"compiled {n} configs in {time.time() - t0:.0f} s", flush=True)
 
 
 def _time(fn) -> float:
@@ -41,44 +98,60 @@ def _time(fn) -> float:
         return float("inf")
 
 
-def tune_head_dim(d: int) -> dict:
-    B, H, N, D = SHAPES[d]
-    q, k, v = (torch.randn(B, N, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    log_f = torch.nn.functional.logsigmoid(torch.randn(B, N, H, device="cuda") + 3.0)
-    c = log_f.cumsum(1)
+def tune_shape(B, H, N, D) -> dict:
+    q, k, v, c = _inputs(B, H, N, D)
     scale = D**-0.5
-    base = ta.H200_CONFIGS[d]
+    base = ta.default_config(D, N)
     o, lse = ta._forward(q, k, v, c, scale, base)
     do = torch.randn_like(o)
     flops = 4 * B * H * N * N * D / 2
+    label = f"{B},{H},{N},{D}"
 
-    def best(space, make, run, label):
-        timed = []
-        for tile in space:
-            cfg = make(ta.TileConfig(*tile))
-            ms = _time(lambda: run(cfg))
-            timed.append((ms, tile))
-        timed.sort()
+    def best(space, make, run, what, factor):
+        timed = sorted((_time(lambda: run(make(ta.TileConfig(*t)))), t) for t in space)
         for ms, tile in timed[:3]:
-            factor = 1.0 if label == "fwd" else 2.5
-            print(f"  D={d} {label:<5} {tile}  {ms:.3f} ms  {factor * flops / ms / 1e9:.0f} TFLOP/s", flush=True)
-        return ta.TileConfig(*timed[0][1])
+            print(f"  {label} {what:<6} {tile}  {ms:.3f} ms  {factor * flops / ms / 1e9:.0f} TFLOP/s", flush=True)
+        return timed[0]
 
-    fwd = best(FWD_SPACE, lambda t: dataclasses.replace(base, fwd=t), lambda cfg: ta._forward(q, k, v, c, scale, cfg), "fwd")
+    fwd_ms, fwd = best(FWD_SPACE, lambda t: dataclasses.replace(base, fwd=t),
+                       lambda cfg: ta._forward(q, k, v, c, scale, cfg), "fwd", 1.0)
     bwd = lambda cfg: ta._backward(do, q, k, v, c, o, lse, scale, cfg)  # noqa: E731
-    dkdv = best(DKDV_SPACE, lambda t: dataclasses.replace(base, dkdv=t), bwd, "dkdv")
-    dq = best(DQ_SPACE, lambda t: dataclasses.replace(base, dkdv=dkdv, dq=t), bwd, "bwd")
-    return {"fwd": dataclasses.astuple(fwd), "dkdv": dataclasses.astuple(dkdv), "dq": dataclasses.astuple(dq)}
+    split = dataclasses.replace(base, fused_dq=False)
+    _, dkdv = best(DKDV_SPACE, lambda t: dataclasses.replace(split, dkdv=t), bwd, "dkdv", 2.5)
+    split_ms, dq = best(DQ_SPACE, lambda t: dataclasses.replace(split, dkdv=ta.TileConfig(*dkdv), dq=t), bwd, "split", 2.5)
+    fused_ms, fused = best(FUSED_SPACE, lambda t: dataclasses.replace(base, dkdv=t, fused_dq=True), bwd, "fused", 2.5)
+    use_fused = fused_ms < split_ms
+    chosen = {"fwd": fwd, "dkdv": fused if use_fused else dkdv, "dq": dq, "fused_dq": use_fused}
+    bwd_ms = min(fused_ms, split_ms)
+    print(f"  {label} chosen {chosen}: fwd {flops / fwd_ms / 1e9:.0f}, bwd {2.5 * flops / bwd_ms / 1e9:.0f}, "
+          f"fwd+bwd about {3.5 * flops / (fwd_ms + bwd_ms) / 1e9:.0f} TFLOP/s (split {split_ms:.3f} ms, fused {fused_ms:.3f} ms)",
+          flush=True)
+    return {"config": chosen, "fwd_ms": fwd_ms, "split_bwd_ms": split_ms, "fused_bwd_ms": fused_ms}
+
+
+def length_table(per_shape: dict) -> dict:
+    table = {}
+    for key, r in per_shape.items():
+        _, _, n, d = map(int, key.split(","))
+        table.setdefault(d, []).append([n, r["config"]])
+    for rows in table.values():
+        rows.sort(key=lambda row: row[0])
+        rows[-1][0] = 1 << 62  # the longest benchmarked length's config serves every longer one
+    return table
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tune.json")
-    ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--jobs", type=int, default=12, help="processes compiling configs ahead of timing")
     args = ap.parse_args(argv)
-    table = {d: tune_head_dim(d) for d in args.head_dims}
-    Path(args.out).write_text(json.dumps(table, indent=1))
-    print(json.dumps(table))
+    if args.jobs > 1:
+        precompile(args.jobs)
+    per_shape = {",".join(map(str, s)): tune_shape(*s) for s in SHAPES}
+    out = {"per_shape": per_shape, "table": length_table(per_shape),
+           "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__}
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(json.dumps(out["table"]))
 
 
 if __name__ == "__main__":

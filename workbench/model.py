@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from kernels import forgetting_attention
 from workbench.specs import ModelSpec
@@ -86,13 +87,20 @@ class LM(nn.Module):
         for block in self.blocks:
             block.attn.backend = backend
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None,
+                ignore_index: int = -100) -> torch.Tensor:
+        """Logits (B, T, V); with ``targets`` (B, T) the mean cross-entropy instead. Taking the loss
+        here puts it inside torch.compile's graph, which fuses the fp32 upcast and log-softmax of
+        the (B, T, V) logits into a few passes instead of materialising fp32 copies of them."""
         x = self.embed(tokens)  # (B, T, d)
         for block in self.blocks:
             x = block(x)
-        return self.head(self.final_norm(x))  # (B, T, V)
+        logits = self.head(self.final_norm(x))
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
 
 
 def build_model(spec: ModelSpec) -> LM:
-    """tokens (B, T) long -> logits (B, T, V)."""
+    """tokens (B, T) long -> logits (B, T, V), or the loss given targets."""
     return LM(spec)

@@ -18,7 +18,6 @@ from typing import Protocol
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from workbench.data import IGNORE
 from workbench.evaluate import per_position_loss
@@ -172,8 +171,7 @@ def _accumulate(model, data, seed, step, spec: TrainSpec, device, autocast) -> f
         batch = data.train_batch(seed, step, micro, spec.batch_size)
         x, y = batch.x.to(device, non_blocking=True), batch.y.to(device, non_blocking=True)
         with autocast():
-            logits = model(x)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE) / spec.grad_accum
+            loss = model(x, y, ignore_index=IGNORE) / spec.grad_accum
         loss.backward()
         total += loss.item()
     return total

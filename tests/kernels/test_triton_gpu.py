@@ -1,5 +1,7 @@
 """The Triton kernel on the GPU: bf16 at long sequences against an fp64 reference, and the
 model's use of it. Skipped without CUDA; run on the GPU machine."""
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -26,13 +28,15 @@ def rel(a, b):
     [(2, 4, 2048, 64), (2, 4, 2048, 128), (1, 4, 16384, 64), (1, 2, 16384, 128), (1, 2, 65536, 64)],
     ids=lambda x: str(x),
 )
-def test_bf16_long_sequences_within_5e3_of_fp64(B, H, T, D):
+@pytest.mark.parametrize("fused_dq", [False, True], ids=["split-dq", "fused-dq"])
+def test_bf16_long_sequences_within_5e3_of_fp64(B, H, T, D, fused_dq):
     q, k, v = (torch.randn(B, T, H, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     # Half the heads remember (log f ~ -0.05), half forget fast (log f ~ -0.8): at 64k tokens the
     # fast heads' cumsum reaches |c| ~ 5e4, where fp32 keeps about 3 decimals.
     shift = torch.tensor([3.0 if h % 2 == 0 else 0.0 for h in range(H)], device="cuda")
     log_f = F.logsigmoid(torch.randn(B, T, H, device="cuda") + shift).requires_grad_()
-    out = kernels.forgetting_attention(q, k, v, log_f)
+    cfg = dataclasses.replace(ta.default_config(D, T), fused_dq=fused_dq)
+    out = ta.forgetting_attention_triton(q, k, v, log_f, config=cfg)
     do = torch.randn_like(out)
     grads = torch.autograd.grad(out, (q, k, v, log_f), do)
     ref = forgetting_attention_grads_chunked(
@@ -40,7 +44,7 @@ def test_bf16_long_sequences_within_5e3_of_fp64(B, H, T, D):
         cumsum_dtype=torch.float64,
     )
     errors = {n: rel(g, r) for n, g, r in zip(("o", "dq", "dk", "dv", "dlog_f"), (out, *grads), ref)}
-    print(B, H, T, D, errors)
+    print(B, H, T, D, "fused" if fused_dq else "split", errors)
     assert max(errors.values()) < 5e-3, errors
 
 
@@ -48,6 +52,7 @@ def test_fox_pro_model_on_cuda_matches_the_reference_backend():
     from workbench.model import build_model
     from workbench.specs import ModelSpec
 
+    torch.manual_seed(0)
     spec = ModelSpec(preset="fox_pro", vocab_size=512, d_model=256, n_layers=3, n_heads=4)
     model = build_model(spec).cuda()
     tokens = torch.randint(0, 512, (2, 700), device="cuda")
@@ -64,5 +69,27 @@ def test_fox_pro_model_on_cuda_matches_the_reference_backend():
     logits_t, grads_t = run("triton")
     logits_r, grads_r = run("reference")
     assert rel(logits_t, logits_r) < 1e-2
+    # Per module (weight and bias together): a bias of 4 heads alone is a sum over every token
+    # that nearly cancels, so its own relative error measures the cancellation, not the kernel.
+    modules = {}
     for name in grads_r:
-        assert rel(grads_t[name], grads_r[name]) < 3e-2, name
+        modules.setdefault(name.rsplit(".", 1)[0], []).append(name)
+    for module, names in modules.items():
+        got = torch.cat([grads_t[n].flatten() for n in names])
+        want = torch.cat([grads_r[n].flatten() for n in names])
+        assert rel(got, want) < 3e-2, module
+
+
+def test_plain_causal_attention_on_cuda_matches_the_reference():
+    """Without a gate the entry point hands (B, T, H, D) views to SDPA (cuDNN or flash on an H200):
+    the Transformer rows of a study train through this path."""
+    q, k, v = (torch.randn(2, 1000, 6, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    out = kernels.forgetting_attention(q, k, v, None)
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    zero_gate = torch.zeros(2, 1000, 6, device="cuda")
+    ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(), zero_gate, do, chunk=500,
+                                             cumsum_dtype=torch.float64)
+    errors = {n: rel(g, r) for n, g, r in zip(("o", "dq", "dk", "dv"), (out, *grads), ref)}
+    print("SDPA", errors)
+    assert max(errors.values()) < 1e-2, errors

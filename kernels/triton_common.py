@@ -1,0 +1,40 @@
+"""Pieces every forgetting-attention kernel shares: tile loads and the decay bias.
+
+The decay bias of score (i, j) is c_i - c_j. A row's softmax does not change when the row is
+shifted, so the kernels never add c_i per element: they subtract the key side, taken relative to
+one reference value of c per program, ``(c_j - c_ref) * log2(e)`` (one vector per key tile), and
+move the query side into the row's log-sum-exp. That leaves one fused multiply-add per score
+element instead of four operations. Taking c_j - c_ref in natural-log units before scaling keeps
+one rounding of c, not two, when |c| is large (long sequences, strong gates): the differences that
+matter (tiles near the reference) are small and exact.
+"""
+import triton
+import triton.language as tl
+
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def load_rows(base, rows, stride_t, stride_d, T, D: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr):
+    """A (len(rows), BLOCK_D) tile of a (T, D) matrix; rows past T and columns past D read 0.
+    UPCAST: fp32 under the interpreter, whose bf16/fp16 dot is wrong."""
+    offs_d = tl.arange(0, BLOCK_D)
+    mask = (rows < T)[:, None] & (offs_d[None, :] < D)
+    tile = tl.load(base + rows[:, None] * stride_t + offs_d[None, :] * stride_d, mask=mask, other=0.0)
+    if UPCAST:
+        tile = tile.to(tl.float32)
+    return tile
+
+
+@triton.jit
+def store_rows(base, rows, stride_t, stride_d, tile, T, D: tl.constexpr, BLOCK_D: tl.constexpr):
+    offs_d = tl.arange(0, BLOCK_D)
+    mask = (rows < T)[:, None] & (offs_d[None, :] < D)
+    tl.store(base + rows[:, None] * stride_t + offs_d[None, :] * stride_d, tile.to(base.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def decay_log2(C, idx, stride_ct, c_ref, T):
+    """(c[idx] - c_ref) * log2(e) for the positions idx (0 past T, where callers mask anyway)."""
+    c = tl.load(C + idx * stride_ct, mask=idx < T, other=0.0)
+    return (c - c_ref) * LOG2E

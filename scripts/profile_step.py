@@ -1,0 +1,113 @@
+"""Where a training step's GPU time goes: one trial's step under torch.profiler.
+
+    python scripts/profile_step.py studies/throughput/fox_pro_125m.yaml [--steps 3] [--out prof.json]
+
+Builds the trial's model, data and optimizer as `wb train` does, runs warm-up steps (compilation),
+times 10 steps, then profiles ``--steps`` steps and sums each GPU kernel's time per step. Prints
+the step time, the time per kernel group (attention, matmuls, Triton kernels that torch.compile
+generated, optimizer, other) and the top kernels; writes the same as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from workbench.data import load_data  # noqa: E402
+from workbench.errors import read_yaml, validate  # noqa: E402
+from workbench.model import build_model  # noqa: E402
+from workbench.specs import TrialSpec  # noqa: E402
+from workbench.train import _accumulate, autocast_for, make_optimizer  # noqa: E402
+
+GROUPS = (
+    ("attention (ours)", ("fwd_kernel", "dkdv_kernel", "dq_kernel", "delta_kernel")),
+    ("attention (SDPA)", ("flash", "cudnn", "fmha", "attention")),
+    ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "matmul")),
+    ("optimizer", ("multi_tensor", "adam", "foreach")),
+    ("torch.compile Triton", ("triton_",)),
+)
+
+
+def group_of(name: str) -> str:
+    low = name.lower()
+    for group, keys in GROUPS:
+        if any(k in low for k in keys):
+            return group
+    return "other"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trial")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--out", default="profile.json")
+    ap.add_argument("--device", default="cuda", help="cpu only to try the script itself: it times CPU ops then")
+    args = ap.parse_args(argv)
+    trial = validate(TrialSpec, read_yaml(Path(args.trial)), args.trial)
+    spec = trial.train
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    torch.manual_seed(trial.seed)
+    model = build_model(trial.model).to(device)
+    data = load_data(trial.data, trial.model.vocab_size, trial.seed)
+    opt = make_optimizer(model, spec, device)
+    step_fn = torch.compile(model) if spec.compile else model
+    autocast = autocast_for(spec, device)
+
+    def step(i):
+        _accumulate(step_fn, data, trial.seed, i, spec, device, autocast)
+        nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip or float("inf"))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for i in range(args.warmup):
+        step(i)
+    times = []
+    for i in range(10):
+        sync()
+        t0 = time.perf_counter()
+        step(args.warmup + i)
+        sync()
+        times.append(time.perf_counter() - t0)
+    step_s = statistics.median(times)
+    tokens = spec.batch_size * spec.grad_accum * data.context
+    activity = torch.profiler.ProfilerActivity.CUDA if device.type == "cuda" else torch.profiler.ProfilerActivity.CPU
+    kind = torch.autograd.DeviceType.CUDA if device.type == "cuda" else torch.autograd.DeviceType.CPU
+    with torch.profiler.profile(activities=[activity]) as prof:
+        for i in range(args.steps):
+            step(100 + i)
+        sync()
+    per_kernel = defaultdict(float)
+    for ev in prof.events():
+        if ev.device_type == kind:
+            per_kernel[ev.name] += (ev.device_time if device.type == "cuda" else ev.self_cpu_time_total) / 1e3 / args.steps  # ms per step
+    groups = defaultdict(float)
+    for name, ms in per_kernel.items():
+        groups[group_of(name)] += ms
+    gpu_ms = sum(per_kernel.values())
+    result = {
+        "trial": args.trial, "gpu": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__,
+        "step_ms": step_s * 1e3, "tokens_per_step": tokens, "tokens_per_s": tokens / step_s,
+        "gpu_busy_ms": gpu_ms, "groups_ms": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
+        "top_kernels_ms": dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:40]),
+    }
+    Path(args.out).write_text(json.dumps(result, indent=1))
+    print(f"{args.trial}: step {step_s * 1e3:.1f} ms ({tokens / step_s:,.0f} tokens/s), GPU busy {gpu_ms:.1f} ms/step")
+    for g, ms in result["groups_ms"].items():
+        print(f"  {g:<24} {ms:8.2f} ms")
+    for name, ms in list(result["top_kernels_ms"].items())[:25]:
+        print(f"    {ms:8.2f}  {name[:110]}")
+
+
+if __name__ == "__main__":
+    main()
