@@ -72,13 +72,7 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(frame, table, base) + "</section>")
 
     by_run = frame.filter(pl.col("alias_of").is_null()).select("run_id", "variant", "seed")
-    positions = results.per_position(store, runs)
-    curves = {}
-    for variant in order:
-        ids = frame.filter(pl.col("variant") == variant)["run_id"].to_list()
-        arrays = [positions[i]["per_position_loss"] for i in ids if i in positions]
-        if arrays and len({len(a) for a in arrays}) == 1:
-            curves[variant] = np.array(arrays)
+    curves = position_curves(store, runs, frame, order)
     if curves:
         page.html("<section><h2>Per-position loss</h2>")
         page.figure(figures.per_position_figure(curves, _context(runs)))
@@ -113,6 +107,18 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     page.html(f'</section><p class="note">{frame.height} finished trial rows from {len(runs)} tracked runs; '
               "every number on this page is read from the tracking store.</p>")
     return page.render(), {"variants": len(order), "runs": len(runs), "figures": page.n}
+
+
+def position_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[str]) -> dict[str, np.ndarray]:
+    """variant -> [seeds, positions] of L(i), from each run's per-position artifact."""
+    positions = results.per_position(store, runs)
+    curves = {}
+    for variant in order:
+        ids = frame.filter(pl.col("variant") == variant)["run_id"].to_list()
+        arrays = [positions[i]["per_position_loss"] for i in ids if i in positions]
+        if arrays and len({len(a) for a in arrays}) == 1:
+            curves[variant] = np.array(arrays)
+    return curves
 
 
 def _context(runs) -> int | None:

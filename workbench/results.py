@@ -77,11 +77,15 @@ def study_table(runs: pl.DataFrame, base: str, metric: str = "val_ppl", order: l
 
 
 def print_table(table: pl.DataFrame, base: str, metric: str = "val_ppl") -> None:
-    print(f"{'variant':<40} {'seeds':>5}  {metric + ' mean':>14}  {'95% CI':>9}  {'delta vs ' + base[:20]:>12}")
+    # Names are printed whole (a cut name can read as another variant, as "Transformer (LLaMA)" for
+    # "Transformer (LLaMA) w/o RoPE"); the base of the deltas gets a line of its own.
+    width = max([len("variant"), *(len(r) for r in table["row"])])
+    print(f"delta = mean - mean of {base!r}")
+    print(f"{'variant':<{width}}  {'seeds':>5}  {metric + ' mean':>14}  {'95% CI':>9}  {'delta':>8}")
     for r in table.iter_rows(named=True):
         ci = f"±{r['ci95']:.3f}" if r["ci95"] is not None else "n/a"
         delta = "" if r["delta"] is None or r["row"] == base else f"{r['delta']:+.3f}"
-        print(f"{r['row'][:40]:<40} {r['seeds']:>5}  {r['mean']:>14.3f}  {ci:>9}  {delta:>12}")
+        print(f"{r['row']:<{width}}  {r['seeds']:>5}  {r['mean']:>14.3f}  {ci:>9}  {delta:>8}")
 
 
 def searched_values(runs: list) -> pl.DataFrame:
