@@ -38,7 +38,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--study", default="fox_table3")
-    ap.add_argument("--base", default="FoX (Pro)")
+    ap.add_argument("--base", default="FoX (Pro)", help="the row deltas are taken against (must be a variant)")
     ap.add_argument("--out-json", type=Path, required=True)
     ap.add_argument("--out-png", type=Path)
     args = ap.parse_args(argv)
@@ -47,7 +47,8 @@ def main(argv=None):
         raise SystemExit(f"no tracking store in {args.workdir}")
     runs = results.finished_runs(store, args.study)
     frame = results.trial_runs(args.workdir, args.study, runs=runs)
-    order = [v for v in PAPER if v in set(frame["variant"])]
+    # Table 3's rows in the paper's order; any other study in its own order.
+    order = [v for v in PAPER if v in set(frame["variant"])] or list(dict.fromkeys(frame["variant"].to_list()))[::-1]
     table = results.study_table(frame, args.base, order=order)
     curves = position_curves(store, runs, frame, order)
     rows = []
@@ -68,7 +69,7 @@ def main(argv=None):
     out = {"study": args.study, "base": args.base, "context": _context(runs), "trials": frame.height, "rows": rows}
     args.out_json.write_text(json.dumps(out, indent=1))
     if args.out_png:
-        shown = {k: curves[k] for k in FIGURE_ROWS if k in curves}
+        shown = {k: curves[k] for k in FIGURE_ROWS if k in curves} or curves
         fig = figures.per_position_figure(shown, _context(runs))
         fig.update_layout(width=1300, height=480, title=f"{args.study}: per-position loss, {len(next(iter(shown.values())))} seeds")
         fig.write_image(str(args.out_png), scale=1)
