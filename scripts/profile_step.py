@@ -28,12 +28,14 @@ from workbench.model import build_model  # noqa: E402
 from workbench.specs import TrialSpec  # noqa: E402
 from workbench.train import _accumulate, autocast_for, make_optimizer  # noqa: E402
 
+# First match wins: inductor's kernels are named after the ops they fuse ("..._forgetting_attention_
+# bwd_..." is a fused elementwise kernel, not attention), so "triton_" is tested before "attention".
 GROUPS = (
     ("attention (ours)", ("fwd_kernel", "dkdv_kernel", "dq_kernel", "delta_kernel")),
+    ("torch.compile Triton", ("triton_",)),
     ("attention (SDPA)", ("flash", "cudnn", "fmha", "attention")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "matmul")),
     ("optimizer", ("multi_tensor", "adam", "foreach")),
-    ("torch.compile Triton", ("triton_",)),
 )
 
 
