@@ -28,9 +28,13 @@ class DataDependentGate(nn.Module):
         super().__init__()
         self.proj = nn.Linear(d_model, n_heads, bias=True)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def input_projections(self) -> dict[str, nn.Linear]:
+        return {"logit": self.proj}
+
+    def forward(self, x: torch.Tensor, projected: dict | None = None) -> torch.Tensor:
+        logit = projected["logit"] if projected is not None else self.proj(x)
         # The logit is cast to fp32 before logsigmoid: log f feeds an fp32 cumsum.
-        return F.logsigmoid(self.proj(x).float())  # (B, T, H)
+        return F.logsigmoid(logit.float())  # (B, T, H)
 
 
 class ConstantGate(nn.Module):

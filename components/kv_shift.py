@@ -16,9 +16,9 @@ from components.registry import BlockDims, ComponentSpec, none_kind, register
 none_kind("kv_shift")
 
 
-def token_shift(x: torch.Tensor, y: torch.Tensor, proj: nn.Linear) -> torch.Tensor:
-    """Mix y (B, T, H, D) with its previous token by alpha = sigmoid(proj(x)) of shape (B, T, H)."""
-    alpha = torch.sigmoid(proj(x)).unsqueeze(-1)  # (B, T, H, 1)
+def token_shift(alpha_logit: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mix y (B, T, H, D) with its previous token by alpha = sigmoid(alpha_logit), (B, T, H)."""
+    alpha = torch.sigmoid(alpha_logit).unsqueeze(-1)  # (B, T, H, 1)
     y_prev = F.pad(y, (0, 0, 0, 0, 1, 0))[:, :-1]  # (B, T, H, D), zeros at t = 0
     return alpha * y_prev + (1 - alpha) * y
 
@@ -29,11 +29,15 @@ class KVShift(nn.Module):
         self.k_alpha = nn.Linear(d_model, n_heads, bias=False) if shift_k else None
         self.v_alpha = nn.Linear(d_model, n_heads, bias=False) if shift_v else None
 
-    def forward(self, x, k, v):
+    def input_projections(self) -> dict[str, nn.Linear]:
+        return {name: proj for name, proj in (("k", self.k_alpha), ("v", self.v_alpha)) if proj is not None}
+
+    def forward(self, x, k, v, projected: dict | None = None):
+        logits = projected if projected is not None else {n: p(x) for n, p in self.input_projections().items()}
         if self.k_alpha is not None:
-            k = token_shift(x, k, self.k_alpha)
+            k = token_shift(logits["k"], k)
         if self.v_alpha is not None:
-            v = token_shift(x, v, self.v_alpha)
+            v = token_shift(logits["v"], v)
         return k, v
 
 

@@ -21,9 +21,14 @@ class OutputGate(nn.Module):
         self.proj = nn.Linear(d_model, d_model, bias=False)
         self.act = act
 
-    def forward(self, x: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
-        # x: (B, T, d) block input; o: (B, T, H, D) attention output.
-        return o * self.act(self.proj(x)).view(o.shape)
+    def input_projections(self) -> dict[str, nn.Linear]:
+        return {"gate": self.proj}
+
+    def forward(self, x: torch.Tensor, o: torch.Tensor, projected: dict | None = None) -> torch.Tensor:
+        # x: (B, T, d) block input; o: (B, T, H, D) attention output; projected: proj(x) computed
+        # by the block's fused projection.
+        logit = projected["gate"] if projected is not None else self.proj(x)
+        return o * self.act(logit).view(o.shape)
 
 
 @register

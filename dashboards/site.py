@@ -3,7 +3,6 @@ plotly.js) built from the tracking store; it works offline and from file://."""
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 

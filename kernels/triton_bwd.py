@@ -18,7 +18,7 @@ key-side decay - (L - query-side decay)), each side relative to one reference pe
 import triton
 import triton.language as tl
 
-from kernels.triton_common import LOG2E, decay_log2, load_rows, store_rows
+from kernels.triton_common import LOG2E, decay_log2, load_rows, row_scores, store_rows
 
 
 @triton.jit
@@ -151,14 +151,8 @@ def _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C,
         cols = start_n + offs_n0
         k = load_rows(K, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST)
         v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST)
-        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (BM, BN)
-        if HAS_GATE:
-            if EXACT:
-                s += (c_q[:, None] - tl.load(C + cols * stride_ct, mask=cols < T, other=0.0)[None, :]) * LOG2E
-            else:
-                s -= decay_log2(C, cols, stride_ct, c_ref, T)[None, :]
-        if MASKED:
-            s = tl.where((offs_m[:, None] >= cols[None, :]) & (cols < T)[None, :], s, float("-inf"))
+        s = row_scores(q, k, offs_m, cols, C, stride_ct, c_ref, c_q, T, qk_scale,
+                       MASKED, HAS_GATE, EXACT, PRECISION)  # (BM, BN)
         p = tl.math.exp2(s - lse[:, None])
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
         ds = p * (dp - delta[:, None])

@@ -38,3 +38,20 @@ def decay_log2(C, idx, stride_ct, c_ref, T):
     """(c[idx] - c_ref) * log2(e) for the positions idx (0 past T, where callers mask anyway)."""
     c = tl.load(C + idx * stride_ct, mask=idx < T, other=0.0)
     return (c - c_ref) * LOG2E
+
+
+@triton.jit
+def row_scores(q, k, offs_m, cols, C, stride_ct, c_ref, c_q, T, qk_scale,
+               MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, PRECISION: tl.constexpr):
+    """(BM, BN) scores of a query tile against a key tile in the log2 domain, decay and mask
+    applied: s q.k log2(e), minus the key side of the decay relative to c_ref (or, EXACT, plus
+    (c_i - c_j) log2(e) from c_q), -inf above the diagonal and past T when MASKED."""
+    s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
+    if HAS_GATE:
+        if EXACT:
+            s += (c_q[:, None] - tl.load(C + cols * stride_ct, mask=cols < T, other=0.0)[None, :]) * LOG2E
+        else:
+            s -= decay_log2(C, cols, stride_ct, c_ref, T)[None, :]
+    if MASKED:
+        s = tl.where((offs_m[:, None] >= cols[None, :]) & (cols < T)[None, :], s, float("-inf"))
+    return s

@@ -10,7 +10,7 @@ reference/fox.md 1.6) changes only where the loop begins.
 import triton
 import triton.language as tl
 
-from kernels.triton_common import LOG2E, decay_log2, load_rows, store_rows
+from kernels.triton_common import LOG2E, decay_log2, load_rows, row_scores, store_rows
 
 
 @triton.jit
@@ -24,14 +24,8 @@ def _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, stride_v
         cols = start_n + offs_n
         k = load_rows(K, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST)
         v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST)
-        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (BM, BN)
-        if HAS_GATE:
-            if EXACT:
-                s += (c_q[:, None] - tl.load(C + cols * stride_ct, mask=cols < T, other=0.0)[None, :]) * LOG2E
-            else:
-                s -= decay_log2(C, cols, stride_ct, c_ref, T)[None, :]
-        if MASKED:
-            s = tl.where((offs_m[:, None] >= cols[None, :]) & (cols < T)[None, :], s, float("-inf"))
+        s = row_scores(q, k, offs_m, cols, C, stride_ct, c_ref, c_q, T, qk_scale,
+                       MASKED, HAS_GATE, EXACT, PRECISION)  # (BM, BN)
         m_new = tl.maximum(m_i, tl.max(s, 1))
         p = tl.math.exp2(s - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)

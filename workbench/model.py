@@ -29,24 +29,62 @@ class Attention(nn.Module):
         self.output_gate = slots.output_gate.build(dims)
         self.wo = nn.Linear(d, d, bias=False)
         self.backend = "auto"
+        # One matmul for every projection of x (q, k, v and the components' own, e.g. the forget
+        # gate's d -> heads logits) instead of one each: a d -> heads matmul alone is too narrow
+        # for the GPU's fast paths. The parameters stay each module's own; False computes them apart.
+        self.fuse_projections = True
+
+    def _projections(self) -> list[tuple[str, nn.Linear]]:
+        """(name, Linear of x) for q, k, v and for each component that declares input_projections()."""
+        out = [("q", self.wq), ("k", self.wk), ("v", self.wv)]
+        for slot in ("kv_shift", "forget_gate", "output_gate"):
+            module = getattr(self, slot)
+            if module is not None and hasattr(module, "input_projections"):
+                out += [(f"{slot}.{name}", lin) for name, lin in module.input_projections().items()]
+        return out
+
+    def _project(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        projections = self._projections()
+        if not self.fuse_projections:
+            return {name: lin(x) for name, lin in projections}
+        weights = [lin.weight for _, lin in projections]
+        sizes = [w.shape[0] for w in weights]
+        pad = -sum(sizes) % 64  # keeps the output's rows 128-byte aligned for the matmul
+        if pad:
+            weights.append(weights[0].new_zeros(pad, x.shape[-1]))
+        bias = None
+        if any(lin.bias is not None for _, lin in projections):
+            bias = torch.cat([lin.bias if lin.bias is not None else lin.weight.new_zeros(lin.out_features)
+                              for _, lin in projections] + [weights[0].new_zeros(pad)])
+        out = F.linear(x, torch.cat(weights), bias).split(sizes + [pad], dim=-1)
+        return {name: t for (name, _), t in zip(projections, out)}
+
+    def _component(self, slot: str, projected: dict, *args):
+        """Call a slot's module; one that declares input_projections() gets its outputs."""
+        module = getattr(self, slot)
+        if not hasattr(module, "input_projections"):
+            return module(*args)
+        prefix = slot + "."
+        return module(*args, projected={k[len(prefix):]: v for k, v in projected.items() if k.startswith(prefix)})
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, d = x.shape  # x is the pre-normed block input
-        q = self.wq(x).view(B, T, self.n_heads, self.head_dim)  # (B, T, H, D)
-        k = self.wk(x).view(B, T, self.n_heads, self.head_dim)
-        v = self.wv(x).view(B, T, self.n_heads, self.head_dim)
+        projected = self._project(x)
+        q = projected["q"].view(B, T, self.n_heads, self.head_dim)  # (B, T, H, D)
+        k = projected["k"].view(B, T, self.n_heads, self.head_dim)
+        v = projected["v"].view(B, T, self.n_heads, self.head_dim)
         if self.kv_shift is not None:
-            k, v = self.kv_shift(x, k, v)
+            k, v = self._component("kv_shift", projected, x, k, v)
         if self.qk_norm is not None:
             q, k = self.qk_norm(q, k)
         if self.rope is not None:
             q, k = self.rope(q, k)
-        log_f = self.forget_gate(x) if self.forget_gate is not None else None  # (B, T, H) fp32
+        log_f = self._component("forget_gate", projected, x) if self.forget_gate is not None else None  # (B, T, H) fp32
         o = forgetting_attention(q, k, v, log_f, backend=self.backend)  # (B, T, H, D)
         if self.output_norm is not None:
             o = self.output_norm(o)
         if self.output_gate is not None:
-            o = self.output_gate(x, o)
+            o = self._component("output_gate", projected, x, o)
         return self.wo(o.reshape(B, T, d))
 
 

@@ -88,3 +88,31 @@ def test_init_follows_the_paper():
 def test_tied_embeddings_share_the_weight():
     model = build_model(ModelSpec(**TINY, tie_embeddings=True))
     assert model.head.weight is model.embed.weight
+
+
+@pytest.mark.parametrize("preset", ["fox_pro", "transformer_llama"])
+def test_fused_input_projection_equals_separate_projections(preset):
+    """The one matmul for q, k, v and the components' own projections (forget gate, KV-shift,
+    output gate) computes what each Linear computes alone, forward and every gradient."""
+    model = build_model(ModelSpec(preset=preset, **TINY)).double()
+    tokens = torch.randint(0, TINY["vocab_size"], (2, 37))
+
+    def run(fused):
+        for block in model.blocks:
+            block.attn.fuse_projections = fused
+        model.zero_grad()
+        logits = model(tokens)
+        logits.square().mean().backward()
+        return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    logits_f, grads_f = run(True)
+    logits_s, grads_s = run(False)
+    torch.testing.assert_close(logits_f, logits_s, rtol=1e-10, atol=1e-12)
+    assert grads_f.keys() == grads_s.keys()
+    for name in grads_s:
+        torch.testing.assert_close(grads_f[name], grads_s[name], rtol=1e-9, atol=1e-12, msg=name)
+    names = [name for name, _ in model.blocks[0].attn._projections()]
+    if preset == "fox_pro":
+        assert names == ["q", "k", "v", "kv_shift.k", "kv_shift.v", "forget_gate.logit", "output_gate.gate"]
+    else:
+        assert names == ["q", "k", "v"]
