@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import urllib.parse
 from pathlib import Path
 
 import polars as pl
@@ -122,10 +123,26 @@ def per_position(store: Store, runs: list) -> dict[str, dict]:
     out = {}
     for r in runs:
         try:
-            out[r.info.run_id] = mlflow.artifacts.load_dict(f"{r.info.artifact_uri}/per_position_loss.json")
+            out[r.info.run_id] = mlflow.artifacts.load_dict(f"{artifact_uri(store, r)}/per_position_loss.json")
         except Exception:  # an early-stopped trial has no final evaluation
             continue
     return out
+
+
+def artifact_uri(store: Store, run) -> str:
+    """The run's artifact folder, found again when the workdir has moved (copied from the GPU
+    machine, say): MLflow records absolute file URIs, so a moved store keeps pointing at the old
+    place; the part below ``mlartifacts/`` is looked up under this store's own artifact root."""
+    uri = run.info.artifact_uri
+    root = getattr(store, "artifact_root", None)
+    if root is None or not uri.startswith("file:"):
+        return uri
+    path = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
+    if path.exists() or "mlartifacts" not in path.parts:
+        return uri
+    below = path.parts[len(path.parts) - path.parts[::-1].index("mlartifacts"):]
+    moved = Path(root).joinpath(*below)
+    return moved.resolve().as_uri() if moved.exists() else uri
 
 
 def studies(store_uri: str) -> list[tuple[str, str]]:

@@ -57,6 +57,7 @@ def flatten(data, prefix: str = "") -> dict[str, str]:
 class Store:
     def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None = None):
         self.client = MlflowClient(tracking_uri)
+        self.artifact_root = artifact_root
         exp = self.client.get_experiment_by_name(experiment)
         if exp is None:
             location = artifact_root.resolve().as_uri() if artifact_root is not None else None
