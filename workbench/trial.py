@@ -1,6 +1,7 @@
 """One trial end to end: data, model, training, evaluation, result.json."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -32,8 +33,24 @@ def code_version() -> str:
     return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+PACKAGES = ("components", "kernels", "workbench", "dashboards")
+
+
+def source_fingerprint(root: Path | None = None) -> str:
+    """12 hex digits of a SHA-256 over the packages' Python sources (relative path and bytes, in
+    order). Unlike the git commit it names the code that ran even where the checkout's git data is
+    stale or missing (a copy sent to a GPU machine): equal fingerprints, equal code."""
+    root = root or Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
 def versions() -> dict:
-    out = {"python": platform.python_version(), "torch": torch.__version__, "code": code_version()}
+    out = {"python": platform.python_version(), "torch": torch.__version__, "code": code_version(),
+           "source": source_fingerprint()}
     try:
         import triton
 

@@ -127,3 +127,17 @@ def test_bad_input_gets_one_clear_error(tmp_path, case, expected):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and expected in errors[0], proc.stderr[-1500:]
     assert "Traceback" not in proc.stderr
+
+
+def test_source_fingerprint_names_the_code(tmp_path):
+    """result.json's versions.source: equal for equal sources, different after a one-byte edit."""
+    import shutil
+
+    from workbench.trial import PACKAGES, source_fingerprint, versions
+
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    assert source_fingerprint(tmp_path) == source_fingerprint() == versions()["source"]
+    edited = tmp_path / "kernels" / "naive.py"
+    edited.write_text(edited.read_text() + "\n")
+    assert source_fingerprint(tmp_path) != source_fingerprint()
