@@ -1,6 +1,7 @@
 """Where a training step's GPU time goes: one trial's step under torch.profiler.
 
     python scripts/profile_step.py studies/throughput/fox_pro_125m.yaml [--steps 3] [--out prof.json]
+        [--trace step.json.gz]
 
 Builds the trial's model, data and optimizer as `wb train` does, runs warm-up steps (compilation),
 times 10 steps, then profiles ``--steps`` steps and sums each GPU kernel's time per step. Prints
@@ -10,7 +11,9 @@ generated, optimizer, other) and the top kernels; writes the same as JSON.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import shutil
 import statistics
 import sys
 import time
@@ -54,6 +57,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--out", default="profile.json")
     ap.add_argument("--device", default="cuda", help="cpu only to try the script itself: it times CPU ops then")
+    ap.add_argument("--trace", help="also write a gzipped Chrome trace of one more step, host and GPU "
+                    "(chrome://tracing or ui.perfetto.dev): where the GPU waits on the host")
     args = ap.parse_args(argv)
     trial = validate(TrialSpec, read_yaml(Path(args.trial)), args.trial)
     spec = trial.train
@@ -104,6 +109,16 @@ def main(argv=None):
         "top_kernels_ms": dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:40]),
     }
     Path(args.out).write_text(json.dumps(result, indent=1))
+    if args.trace:
+        activities = [torch.profiler.ProfilerActivity.CPU] + ([activity] if device.type == "cuda" else [])
+        with torch.profiler.profile(activities=activities) as traced:
+            step(200)
+            sync()
+        raw = Path(args.trace).with_suffix(".tmp.json")
+        traced.export_chrome_trace(str(raw))
+        with open(raw, "rb") as src, gzip.open(args.trace, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        raw.unlink()
     print(f"{args.trial}: step {step_s * 1e3:.1f} ms ({tokens / step_s:,.0f} tokens/s), GPU busy {gpu_ms:.1f} ms/step")
     for g, ms in result["groups_ms"].items():
         print(f"  {g:<24} {ms:8.2f} ms")
