@@ -66,7 +66,9 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
         page.html("<p>No finished trials yet.</p>")
         return page.render(), {"variants": 0, "runs": 0}
     order = list(dict.fromkeys(frame["variant"].to_list()))[::-1]  # the store lists newest first
-    base = order[0]
+    # The study's own comparison row (tagged on its parent run by the runner), else the first.
+    tagged = parent[0].data.tags.get("base_variant") if parent else None
+    base = tagged if tagged in order else order[0]
     table = results.study_table(frame, base, order=order)
     page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(frame, table, base) + "</section>")
 

@@ -133,11 +133,9 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def _base_variant(study, runs) -> str:
-    design = study.design if study else None
-    name = getattr(design, "base_name", None)
-    if name is None and design is not None and getattr(design, "variants", None):
-        name = design.variants[0].name
-    return name or runs["variant"][0]
+    from workbench.study import base_variant
+
+    return (base_variant(study.design) if study else None) or runs["variant"][0]
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:

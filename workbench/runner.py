@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.errors import SpecError
-from workbench.study import StudySpec, Trial, expand
+from workbench.study import StudySpec, Trial, base_variant, expand
 from workbench.tracking import Store, create_local_store, local_tracking_uri, open_store
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -238,7 +238,7 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     reaped = store.reap_stale(study.name)
     if reaped:
         _say(f"{reaped} trial run(s) left RUNNING by an earlier driver marked KILLED; they run again")
-    parent_id = store.study_run(study.name, study.description, code)
+    parent_id = store.study_run(study.name, study.description, code, base_variant(study.design))
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     callback = _tracking_callback(store, parent_id, study.name, code, outcomes, _resolver(todo), set(done))

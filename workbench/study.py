@@ -56,6 +56,14 @@ class CumulativeDesign(Spec):
 class VariantsDesign(Spec):
     kind: Literal["variants"]
     variants: list[Change] = Field(min_length=1)
+    compare_to: str | None = None  # the variant deltas are taken against; default the first
+
+    @model_validator(mode="after")
+    def _known_comparison(self):
+        names = [v.name for v in self.variants]
+        if self.compare_to is not None and self.compare_to not in names:
+            raise ValueError(f"compare_to: {self.compare_to!r} is not a variant; the variants are {names}")
+        return self
 
 
 Design = Annotated[GridDesign | AblationDesign | CumulativeDesign | VariantsDesign, Field(discriminator="kind")]
@@ -152,6 +160,16 @@ class StudySpec(Spec):
     @property
     def experiment(self) -> str:
         return self.tracking.experiment or self.name
+
+
+def base_variant(design) -> str | None:
+    """The row a study's deltas are taken against: the base of an ablation or cumulative design,
+    a variants design's compare_to (else its first variant); None for a grid."""
+    if isinstance(design, (AblationDesign, CumulativeDesign)):
+        return design.base_name
+    if isinstance(design, VariantsDesign):
+        return design.compare_to or design.variants[0].name
+    return None
 
 
 def _design_names(design) -> list[str]:

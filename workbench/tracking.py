@@ -83,8 +83,9 @@ class Store:
         return self._search(f"tags.{KIND} = 'trial' and tags.study = {quote(study)} and tags.variant = "
                             f"{quote(variant)} and tags.seed = '{seed}' and attributes.status = 'FINISHED'")
 
-    def study_run(self, study: str, description: str, code_version: str) -> str:
-        """The study's parent run, reused across resumed invocations."""
+    def study_run(self, study: str, description: str, code_version: str, base_variant: str | None = None) -> str:
+        """The study's parent run, reused across resumed invocations; ``base_variant`` (the row
+        deltas are taken against) is kept as a tag for readers without the study file."""
         found = self._search(f"tags.{KIND} = 'study' and tags.study = {quote(study)}")
         if found:
             run_id = found[0].info.run_id
@@ -93,6 +94,8 @@ class Store:
             tags = {KIND: "study", "study": study, MLFLOW_RUN_NAME: study, "mlflow.note.content": description}
             run_id = self.client.create_run(self.experiment_id, tags=tags).info.run_id
         self.client.set_tag(run_id, "code_version", code_version)
+        if base_variant:
+            self.client.set_tag(run_id, "base_variant", base_variant)
         return run_id
 
     def reap_stale(self, study: str) -> int:

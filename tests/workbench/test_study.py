@@ -40,6 +40,17 @@ def test_grid_is_the_cartesian_product_and_variants_are_explicit():
     assert [t.variant for t in named] == ["a", "b"]
 
 
+def test_the_row_deltas_are_taken_against():
+    from workbench.study import base_variant
+
+    one = {"name": "a", "set": {"model.attention.qk_norm": "none"}}
+    two = {"name": "b", "set": {"model.attention.kv_shift": "none"}}
+    assert base_variant(study({"kind": "variants", "variants": [one, two]}).design) == "a"
+    assert base_variant(study({"kind": "variants", "variants": [one, two], "compare_to": "b"}).design) == "b"
+    assert base_variant(study({"kind": "ablation", "base_name": "FoX", "changes": [one]}).design) == "FoX"
+    assert base_variant(study({"kind": "grid", "axes": {"train.lr": [1e-3]}}).design) is None
+
+
 def test_search_draws_per_variant_and_is_reproducible():
     search = {"space": {"train.lr": {"loguniform": [1e-4, 1e-2]}}, "num_samples": 3}
     design = {"kind": "ablation", "changes": [{"name": "no gate", "set": {"model.attention.forget_gate": "none"}}]}
@@ -62,6 +73,8 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]},
           "search": {"space": {"train.lr": {"choice": [0.01, 0.01]}}, "algorithm": "grid"}},
          "variant 'x' gives the same trial twice"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "compare_to": "y", "variants": [{"name": "x", "set": {"seed": 0}}]}},
+         "compare_to: 'y' is not a variant; the variants are ['x']"),
         ({"name": "both ' and \"", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]}},
          "name: a name may contain ' or \" but not both"),
     ],
