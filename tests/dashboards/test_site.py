@@ -61,9 +61,25 @@ def test_every_variant_is_shown_with_the_store_numbers(site):
     for r in runs:
         by_variant.setdefault(r.data.tags["variant"], []).append(r.data.metrics["val_ppl"])
     assert len(by_variant) == 3
+    assert "&Delta; vs FoX (Pro)</th>" in page  # the study's base, from its parent run's tag
     for variant, values in by_variant.items():
         row = re.search(rf'<td class="variant">{re.escape(html.escape(variant))}</td>(.*?)</tr>', page).group(1)
         assert f"{sum(values) / len(values):.3f} &plusmn;" in row, (variant, row)
+
+
+def test_deltas_are_taken_against_the_studys_tagged_base(quickstart, tmp_path):
+    """The dashboard reads the base row from the study's parent run (the runner tags the design's
+    base or a variants design's compare_to there): retagged, the table compares against it."""
+    workdir = tmp_path / "copy"
+    shutil.copytree(quickstart[0], workdir, ignore=shutil.ignore_patterns("site", "trials"))
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("quickstart")
+    parent = client.search_runs([exp.experiment_id], "tags.wb_kind = 'study'")[0]
+    client.set_tag(parent.info.run_id, "base_variant", "FoX (Pro) - forget gate")
+    built = wb("dashboard", "--workdir", workdir, "--study", "quickstart", "--out", tmp_path / "site")
+    assert built.returncode == 0, built.stderr[-2000:]
+    page = next((tmp_path / "site").glob("study-quickstart-*.html")).read_text()
+    assert "&Delta; vs FoX (Pro) - forget gate</th>" in page
 
 
 def test_untrusted_names_are_escaped(site):

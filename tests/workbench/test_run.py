@@ -53,6 +53,7 @@ def test_quickstart_runs_end_to_end_and_is_tracked(quickstart):
     client, runs = trial_runs(workdir, "quickstart")
     assert len(runs) == 6 and {r.info.status for r in runs} == {"FINISHED"}
     parent = client.search_runs([runs[0].info.experiment_id], "tags.wb_kind = 'study'")[0]
+    assert parent.data.tags["base_variant"] == "FoX (Pro)"  # the design's base, for the dashboard
     for run in runs:
         tags = run.data.tags
         assert tags["mlflow.parentRunId"] == parent.info.run_id
