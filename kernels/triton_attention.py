@@ -135,11 +135,10 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
         T, H, sm_scale, HAS_GATE=has_gate, FUSED_DQ=cfg.fused_dq, BLOCK_M=cfg.dkdv.block_m,
         BLOCK_N=cfg.dkdv.block_n, num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, **params,
     )
+    dq = _new(q)
     if cfg.fused_dq:
-        dq = _new(q)
         dq.copy_(dq_acc[..., :D].view(B, H, T, D).transpose(1, 2))
     else:
-        dq = _new(q)
         dq_kernel[(triton.cdiv(T, cfg.dq.block_m), B * H)](
             q, k, v, c_arg, do, lse, delta, dq, dc_row,
             *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dq), *c_strides,

@@ -18,7 +18,7 @@ key-side decay - (L - query-side decay)), each side relative to one reference pe
 import triton
 import triton.language as tl
 
-from kernels.triton_common import LOG2E, decay_log2, load_rows, row_scores, store_rows
+from kernels.triton_common import LOG2E, decay_log2, load_c, load_rows, row_scores, store_rows
 
 
 @triton.jit
@@ -57,7 +57,7 @@ def _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, DQ_ACC, DC
         s_t = tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale  # (BN, BM)
         if HAS_GATE:
             if EXACT:  # ck holds c_j itself
-                s_t += (tl.load(C + rows * stride_ct, mask=row_ok, other=0.0)[None, :] - ck[:, None]) * LOG2E
+                s_t += (load_c(C, rows, stride_ct, T)[None, :] - ck[:, None]) * LOG2E
             else:
                 lse -= decay_log2(C, rows, stride_ct, c_ref, T)
                 s_t -= ck[:, None]
@@ -113,7 +113,7 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC_COL, DQ_ACC, DC_ROW,
     ck = tl.zeros([BLOCK_N], dtype=tl.float32)
     if HAS_GATE:
         if EXACT:
-            ck = tl.load(C + offs_n * stride_ct, mask=offs_n < T, other=0.0)
+            ck = load_c(C, offs_n, stride_ct, T)
         else:
             c_ref = tl.load(C + start_n * BLOCK_N * stride_ct)  # c of this tile's first key
             ck = decay_log2(C, offs_n, stride_ct, c_ref, T)
@@ -192,7 +192,7 @@ def dq_kernel(Q, K, V, C, DO, LSE, DELTA, DQ, DC_ROW,
     c_q = tl.zeros([BLOCK_M], dtype=tl.float32)
     if HAS_GATE:
         if EXACT:
-            c_q = tl.load(C + offs_m * stride_ct, mask=row_ok, other=0.0)
+            c_q = load_c(C, offs_m, stride_ct, T)
         else:
             c_ref = tl.load(C + start_m * BLOCK_M * stride_ct)  # c of this tile's first query
             lse -= decay_log2(C, offs_m, stride_ct, c_ref, T)

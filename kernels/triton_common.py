@@ -34,10 +34,15 @@ def store_rows(base, rows, stride_t, stride_d, tile, T, D: tl.constexpr, BLOCK_D
 
 
 @triton.jit
+def load_c(C, idx, stride_ct, T):
+    """c = cumsum(log f) at the positions idx (0 past T, where callers mask anyway)."""
+    return tl.load(C + idx * stride_ct, mask=idx < T, other=0.0)
+
+
+@triton.jit
 def decay_log2(C, idx, stride_ct, c_ref, T):
-    """(c[idx] - c_ref) * log2(e) for the positions idx (0 past T, where callers mask anyway)."""
-    c = tl.load(C + idx * stride_ct, mask=idx < T, other=0.0)
-    return (c - c_ref) * LOG2E
+    """(c[idx] - c_ref) * log2(e) for the positions idx."""
+    return (load_c(C, idx, stride_ct, T) - c_ref) * LOG2E
 
 
 @triton.jit
@@ -49,7 +54,7 @@ def row_scores(q, k, offs_m, cols, C, stride_ct, c_ref, c_q, T, qk_scale,
     s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
     if HAS_GATE:
         if EXACT:
-            s += (c_q[:, None] - tl.load(C + cols * stride_ct, mask=cols < T, other=0.0)[None, :]) * LOG2E
+            s += (c_q[:, None] - load_c(C, cols, stride_ct, T)[None, :]) * LOG2E
         else:
             s -= decay_log2(C, cols, stride_ct, c_ref, T)[None, :]
     if MASKED:

@@ -10,7 +10,7 @@ reference/fox.md 1.6) changes only where the loop begins.
 import triton
 import triton.language as tl
 
-from kernels.triton_common import LOG2E, decay_log2, load_rows, row_scores, store_rows
+from kernels.triton_common import LOG2E, decay_log2, load_c, load_rows, row_scores, store_rows
 
 
 @triton.jit
@@ -63,7 +63,7 @@ def fwd_kernel(Q, K, V, C, O, LSE,
     if HAS_GATE:
         c_ref = tl.load(C + start_m * BLOCK_M * stride_ct)  # c of this tile's first query
         if EXACT:
-            c_q = tl.load(C + offs_m * stride_ct, mask=offs_m < T, other=0.0)
+            c_q = load_c(C, offs_m, stride_ct, T)
     qk_scale = sm_scale * LOG2E
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
