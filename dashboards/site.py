@@ -76,7 +76,7 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     curves = position_curves(store, runs, frame, order)
     if curves:
         page.html("<section><h2>Per-position loss</h2>")
-        page.figure(figures.per_position_figure(curves, _context(runs)))
+        page.figure(figures.per_position_figure(curves, training_context(runs)))
         page.html("</section>")
 
     hist = results.histories(store, runs, "val_loss").join(by_run, on="run_id")
@@ -122,7 +122,7 @@ def position_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[s
     return curves
 
 
-def _context(runs) -> int | None:
+def training_context(runs) -> int | None:
     for r in runs:
         value = r.data.params.get("data.context")
         if value is not None:

@@ -21,7 +21,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
-import torch.nn as nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -29,7 +28,7 @@ from workbench.data import load_data  # noqa: E402
 from workbench.errors import read_yaml, validate  # noqa: E402
 from workbench.model import build_model  # noqa: E402
 from workbench.specs import TrialSpec  # noqa: E402
-from workbench.train import _accumulate, autocast_for, make_optimizer  # noqa: E402
+from workbench.train import _accumulate, autocast_for, make_optimizer, optimizer_step  # noqa: E402
 
 # First match wins: inductor's kernels are named after the ops they fuse ("..._forgetting_attention_
 # bwd_..." is a fused elementwise kernel, not attention), so "triton_" is tested before "attention".
@@ -73,9 +72,7 @@ def main(argv=None):
 
     def step(i):
         _accumulate(step_fn, data, trial.seed, i, spec, device, autocast)
-        nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip or float("inf"))
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(model, opt, spec)
 
     for i in range(args.warmup):
         step(i)

@@ -16,11 +16,10 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from dashboards import figures
-from dashboards.site import _context, position_curves
+from dashboards.site import position_curves, training_context
 from workbench import results
 
 # reference/fox.md 3.2 (360M params, 7.5B tokens, context 16384; one seed per row).
@@ -51,6 +50,7 @@ def main(argv=None):
     order = [v for v in PAPER if v in set(frame["variant"])] or list(dict.fromkeys(frame["variant"].to_list()))[::-1]
     table = results.study_table(frame, args.base, order=order)
     curves = position_curves(store, runs, frame, order)
+    context = training_context(runs)
     rows = []
     print("| variant | seeds | val_ppl mean | 95% CI | per seed | delta vs " + args.base + " | paper PPL |")
     print("|---|---|---|---|---|---|---|")
@@ -66,15 +66,14 @@ def main(argv=None):
         delta = "" if r["row"] == args.base else f"{r['delta']:+.3f}"
         print(f"| {r['row']} | {r['seeds']} | {r['mean']:.3f} | ±{r['ci95']:.3f} | "
               f"{', '.join(f'{v:.2f}' for v in per_seed)} | {delta} | {PAPER.get(r['row'], '')} |")
-    out = {"study": args.study, "base": args.base, "context": _context(runs), "trials": frame.height, "rows": rows}
+    out = {"study": args.study, "base": args.base, "context": context, "trials": frame.height, "rows": rows}
     args.out_json.write_text(json.dumps(out, indent=1))
     if args.out_png:
         shown = {k: curves[k] for k in FIGURE_ROWS if k in curves} or curves
-        fig = figures.per_position_figure(shown, _context(runs))
+        fig = figures.per_position_figure(shown, context)
         fig.update_layout(width=1300, height=480, title=f"{args.study}: per-position loss, {len(next(iter(shown.values())))} seeds")
         fig.write_image(str(args.out_png), scale=1)
         print(f"figure: {args.out_png}")
-    np.set_printoptions(precision=3)
 
 
 if __name__ == "__main__":

@@ -133,8 +133,7 @@ def artifact_uri(store: Store, run) -> str:
     """The run's artifact folder, found again when the workdir has moved (copied from the GPU
     machine, say): MLflow records absolute file URIs, so a moved store keeps pointing at the old
     place; the part below ``mlartifacts/`` is looked up under this store's own artifact root."""
-    uri = run.info.artifact_uri
-    root = getattr(store, "artifact_root", None)
+    uri, root = run.info.artifact_uri, store.artifact_root
     if root is None or not uri.startswith("file:"):
         return uri
     path = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))

@@ -137,9 +137,7 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
             ) from None
         if not math.isfinite(loss):
             raise TrainError(f"the training loss became {loss} at step {state.step} ({state.tokens} tokens)")
-        grad_norm = nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip or float("inf"))
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        grad_norm = optimizer_step(model, opt, spec)
         if device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - t0
@@ -163,6 +161,14 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
 
 def _next_multiple(tokens: int, every: int | None) -> int | None:
     return None if every is None else (tokens // every + 1) * every
+
+
+def optimizer_step(model: nn.Module, opt: torch.optim.Optimizer, spec: TrainSpec) -> torch.Tensor:
+    """Clip, step, clear the gradients; returns the gradient norm before clipping."""
+    grad_norm = nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip or float("inf"))
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return grad_norm
 
 
 def _accumulate(model, data, seed, step, spec: TrainSpec, device, autocast) -> float:
