@@ -1,8 +1,9 @@
 """Forgetting attention on Triton: launch configuration and the custom ops torch sees.
 
-The host computes c = cumsum(log f) in fp32 (a (B, T, H) vector; the (T, T) decay matrix is never
-formed), launches the forward, and in the backward turns dL/dc into dL/d log f with a reverse
-cumsum. q, k, v keep the strides they come with; nothing is copied.
+Forward: one scan kernel turns log f (B, T, H) into c = cumsum(log f) (B * H, T) fp32 (the (T, T)
+decay matrix is never formed), then the attention kernel. Backward: dq_kernel, dkdv_kernel, and
+the reverse scan that turns dL/dc into dL/d log f in place. q, k, v keep the strides they come
+with; nothing is copied.
 """
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ from dataclasses import dataclass
 import torch
 import triton
 
-from kernels.triton_bwd import delta_kernel, dkdv_kernel, dq_kernel
+from kernels.triton_bwd import dkdv_kernel, dq_kernel
 from kernels.triton_fwd import fwd_kernel
+from kernels.triton_scan import scan_kernel
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Tests set this so that every output the kernels should write starts as NaN: an element left
 # unwritten then fails the comparison instead of passing on leftover memory.
 POISON_OUTPUTS = False
+# tl.range(warp_specialize=...) in every key/query loop: an experiment switch for kernels.tune.
+WARP_SPECIALIZE = False
 
 
 def _new(like: torch.Tensor, shape=None, dtype=None) -> torch.Tensor:
@@ -40,10 +44,7 @@ class TileConfig:
 class KernelConfig:
     fwd: TileConfig
     dkdv: TileConfig
-    dq: TileConfig  # unused when fused_dq
-    # dQ accumulated inside the dK/dV loop with fp32 atomics (5 matmuls per tile pair) instead of
-    # a second kernel that recomputes S and dP (7): kernels/triton_bwd.py.
-    fused_dq: bool = False
+    dq: TileConfig
 
 
 # Chosen by measurement on the H200 (kernels/tune.py; kernels/BENCHMARKS.md): per head-dim bucket,
@@ -72,11 +73,19 @@ def default_config(head_dim: int, seq_len: int) -> KernelConfig:
     return cfg
 
 
-def head_major_cumsum(log_f: torch.Tensor) -> torch.Tensor:
-    """c = cumsum(log f) over T, returned as a (B, T, H) view of (B, H, T) memory. torch scans a
-    non-innermost dim one step at a time (about 0.35 us a step on an H200: 6 ms at 16k tokens,
-    measured); scanning the innermost dim of a head-major copy costs microseconds."""
-    return log_f.transpose(1, 2).contiguous().cumsum(-1).transpose(1, 2)
+def _scan(x: torch.Tensor, out: torch.Tensor, reverse: bool) -> torch.Tensor:
+    """out (B * H, T) fp32 = (reverse) cumsum over T of x, a (B, T, H) tensor of any strides
+    (kernels/triton_scan.py); out may be x's own memory."""
+    B, T, H = x.shape
+    scan_kernel[(B * H,)](x, out, *x.stride(), T, H, REVERSE=reverse,
+                          BLOCK_T=min(1024, max(16, triton.next_power_of_2(T))), num_warps=4)
+    return out
+
+
+def gate_cumsum(log_f: torch.Tensor) -> torch.Tensor:
+    """c = cumsum(log f) over T in fp32: (B, T, H) in, (B * H, T) contiguous out."""
+    B, T, H = log_f.shape
+    return _scan(log_f, _new(log_f, (B * H, T), torch.float32), reverse=False)
 
 
 def _strides4(t: torch.Tensor) -> tuple[int, int, int, int]:
@@ -90,19 +99,19 @@ def _launch_params(q: torch.Tensor):
     # The interpreter's bf16/fp16 dot is wrong: upcast there. fp32 inputs get exact fp32 dots.
     precision = "ieee" if (q.dtype == torch.float32 or interpret) else "tf32"
     # fp32 inputs get the decay bias as c_i - c_j per element (kernels/triton_common.py).
-    return dict(D=D, BLOCK_D=block_d, UPCAST=interpret, PRECISION=precision, EXACT=q.dtype == torch.float32)
+    return dict(D=D, BLOCK_D=block_d, UPCAST=interpret, PRECISION=precision, EXACT=q.dtype == torch.float32,
+                WARP_SPEC=WARP_SPECIALIZE)
 
 
 def _forward(q, k, v, c, sm_scale, cfg: KernelConfig):
+    """c: gate_cumsum(log f), or None without a gate. -> o, lse (B * H, T) fp32 in log2 units."""
     B, T, H, D = q.shape
     o = _new(q)
     lse = _new(q, (B * H, T), torch.float32)
     has_gate = c is not None
-    c_arg = c if has_gate else lse  # any tensor: HAS_GATE=False never reads it
-    c_strides = c.stride() if has_gate else (0, 0, 0)
     grid = (triton.cdiv(T, cfg.fwd.block_m), B * H)
     fwd_kernel[grid](
-        q, k, v, c_arg, o, lse, *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o), *c_strides,
+        q, k, v, c if has_gate else lse, o, lse, *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.fwd.block_m, BLOCK_N=cfg.fwd.block_n,
         num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, **_launch_params(q),
     )
@@ -110,74 +119,58 @@ def _forward(q, k, v, c, sm_scale, cfg: KernelConfig):
 
 
 def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
+    """-> dq, dk, dv, and d log f (B, T, H) over (B, H, T) memory (None without a gate)."""
     B, T, H, D = q.shape
     params = _launch_params(q)
-    delta = _new(lse)
-    delta_kernel[(triton.cdiv(T, 64), B * H)](
-        o, do, delta, *_strides4(o), *_strides4(do), T, H,
-        D=D, BLOCK_D=params["BLOCK_D"], BLOCK_M=64,
-    )
-    dk, dv = _new(k), _new(v)
     has_gate = c is not None
-    if cfg.fused_dq:
-        # Atomic adds need zeroed fp32 accumulators: (B * H, T, BLOCK_D) and (B * H, T).
-        dq_acc = torch.zeros(B * H, T, params["BLOCK_D"], device=q.device, dtype=torch.float32)
-        dc_row = torch.zeros_like(lse)
-    else:
-        dq_acc = lse  # never read
-        dc_row = _new(lse) if has_gate else lse
-    dc_col = _new(lse) if has_gate else lse
+    delta = _new(lse)
+    dc = _new(lse) if has_gate else lse  # lse: never written without a gate
     c_arg = c if has_gate else lse
-    c_strides = c.stride() if has_gate else (0, 0, 0)
-    dkdv_kernel[(triton.cdiv(T, cfg.dkdv.block_n), B * H)](
-        q, k, v, c_arg, do, lse, delta, dk, dv, dc_col, dq_acc, dc_row,
-        *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv), *c_strides,
-        T, H, sm_scale, HAS_GATE=has_gate, FUSED_DQ=cfg.fused_dq, BLOCK_M=cfg.dkdv.block_m,
-        BLOCK_N=cfg.dkdv.block_n, num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, **params,
+    dq, dk, dv = _new(q), _new(k), _new(v)
+    dq_kernel[(triton.cdiv(T, cfg.dq.block_m), B * H)](
+        q, k, v, c_arg, o, do, lse, delta, dq, dc,
+        *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o), *_strides4(do), *_strides4(dq),
+        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dq.block_m, BLOCK_N=cfg.dq.block_n,
+        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, **params,
     )
-    dq = _new(q)
-    if cfg.fused_dq:
-        dq.copy_(dq_acc[..., :D].view(B, H, T, D).transpose(1, 2))
-    else:
-        dq_kernel[(triton.cdiv(T, cfg.dq.block_m), B * H)](
-            q, k, v, c_arg, do, lse, delta, dq, dc_row,
-            *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dq), *c_strides,
-            T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dq.block_m, BLOCK_N=cfg.dq.block_n,
-            num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, **params,
-        )
+    dkdv_kernel[(triton.cdiv(T, cfg.dkdv.block_n), B * H)](
+        q, k, v, c_arg, do, lse, delta, dk, dv, dc,
+        *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv),
+        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dkdv.block_m, BLOCK_N=cfg.dkdv.block_n,
+        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, **params,
+    )
     if not has_gate:
         return dq, dk, dv, None
-    dc = (dc_row + dc_col).view(B, H, T)  # dc_col already holds -colsum(dS)
-    # dL/d log f_t = sum over u >= t of dL/dc_u: a reverse cumsum, in fp32.
-    dlog_f = dc.flip(-1).cumsum(-1).flip(-1).transpose(1, 2)  # (B, T, H)
-    return dq, dk, dv, dlog_f
+    # dC now holds rowsum(dS) - colsum(dS) = dL/dc; dL/d log f_t = sum over u >= t of dL/dc_u.
+    dc_bth = dc.view(B, H, T).transpose(1, 2)
+    return dq, dk, dv, _scan(dc_bth, dc, reverse=True).view(B, H, T).transpose(1, 2)
 
 
 # The kernels are torch.library custom ops, so torch.compile sees one opaque node with known
 # output shapes instead of breaking its graph around Python launch code (two breaks per layer
 # with torch.compiler.disable): what surrounds the attention (norms, gates, shifts) fuses across.
 def _config_ints(cfg: KernelConfig) -> list[int]:
-    return [*dataclasses.astuple(cfg.fwd), *dataclasses.astuple(cfg.dkdv), *dataclasses.astuple(cfg.dq), int(cfg.fused_dq)]
+    return [*dataclasses.astuple(cfg.fwd), *dataclasses.astuple(cfg.dkdv), *dataclasses.astuple(cfg.dq)]
 
 
 def _config_from(ints: list[int]) -> KernelConfig:
-    return KernelConfig(TileConfig(*ints[0:4]), TileConfig(*ints[4:8]), TileConfig(*ints[8:12]), bool(ints[12]))
+    return KernelConfig(TileConfig(*ints[0:4]), TileConfig(*ints[4:8]), TileConfig(*ints[8:12]))
 
 
 @torch.library.custom_op("fox_workbench::forgetting_attention_fwd", mutates_args=())
 def _fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_f: torch.Tensor | None, sm_scale: float,
             config: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """-> o (B, T, H, D), lse (B * H, T) fp32, c = cumsum(log f) (B, H, T) fp32 (empty without a gate)."""
-    c = None if log_f is None else head_major_cumsum(log_f)  # (B, T, H) view, fp32
+    """-> o (B, T, H, D), lse (B * H, T) fp32, c = cumsum(log f) (B * H, T) fp32 (empty without a gate)."""
+    c = None if log_f is None else gate_cumsum(log_f)
     o, lse = _forward(q, k, v, c, sm_scale, _config_from(config))
-    return o, lse, (q.new_empty(0, dtype=torch.float32) if c is None else c.transpose(1, 2))
+    return o, lse, (q.new_empty(0, dtype=torch.float32) if c is None else c)
 
 
 @_fwd_op.register_fake
 def _(q, k, v, log_f, sm_scale, config):
     B, T, H, _ = q.shape
     return (q.new_empty(q.shape), q.new_empty(B * H, T, dtype=torch.float32),
-            q.new_empty((0,) if log_f is None else (B, H, T), dtype=torch.float32))
+            q.new_empty((0,) if log_f is None else (B * H, T), dtype=torch.float32))
 
 
 @torch.library.custom_op("fox_workbench::forgetting_attention_bwd", mutates_args=())
@@ -186,8 +179,7 @@ def _bwd_op(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """-> dq, dk, dv (B, T, H, D), d log f (B, T, H) over (B, H, T) memory (empty without a gate)."""
     gated = c.numel() > 0
-    dq, dk, dv, dlog_f = _backward(do, q, k, v, c.transpose(1, 2) if gated else None, o, lse, sm_scale,
-                                   _config_from(config))
+    dq, dk, dv, dlog_f = _backward(do, q, k, v, c if gated else None, o, lse, sm_scale, _config_from(config))
     return dq, dk, dv, (dlog_f if gated else q.new_empty(0, dtype=torch.float32))
 
 

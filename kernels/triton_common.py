@@ -15,12 +15,23 @@ LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
-def load_rows(base, rows, stride_t, stride_d, T, D: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr):
+def load_rows(base, rows, stride_t, stride_d, T, D: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr,
+              CHECK_T: tl.constexpr):
     """A (len(rows), BLOCK_D) tile of a (T, D) matrix; rows past T and columns past D read 0.
-    UPCAST: fp32 under the interpreter, whose bf16/fp16 dot is wrong."""
+    CHECK_T=False: the caller knows every row is < T (the key tiles below the diagonal), and with
+    D == BLOCK_D the load then carries no mask at all. UPCAST: fp32 under the interpreter, whose
+    bf16/fp16 dot is wrong."""
     offs_d = tl.arange(0, BLOCK_D)
-    mask = (rows < T)[:, None] & (offs_d[None, :] < D)
-    tile = tl.load(base + rows[:, None] * stride_t + offs_d[None, :] * stride_d, mask=mask, other=0.0)
+    ptrs = base + rows[:, None] * stride_t + offs_d[None, :] * stride_d
+    if CHECK_T:
+        if D == BLOCK_D:
+            tile = tl.load(ptrs, mask=(rows < T)[:, None], other=0.0)
+        else:
+            tile = tl.load(ptrs, mask=(rows < T)[:, None] & (offs_d[None, :] < D), other=0.0)
+    elif D == BLOCK_D:
+        tile = tl.load(ptrs)
+    else:
+        tile = tl.load(ptrs, mask=offs_d[None, :] < D, other=0.0)
     if UPCAST:
         tile = tile.to(tl.float32)
     return tile
@@ -34,19 +45,20 @@ def store_rows(base, rows, stride_t, stride_d, tile, T, D: tl.constexpr, BLOCK_D
 
 
 @triton.jit
-def load_c(C, idx, stride_ct, T):
-    """c = cumsum(log f) at the positions idx (0 past T, where callers mask anyway)."""
-    return tl.load(C + idx * stride_ct, mask=idx < T, other=0.0)
+def load_c(C, idx, T):
+    """c = cumsum(log f) at the positions idx of this program's (batch, head) row of the (B * H, T)
+    buffer (0 past T, where callers mask anyway)."""
+    return tl.load(C + idx, mask=idx < T, other=0.0)
 
 
 @triton.jit
-def decay_log2(C, idx, stride_ct, c_ref, T):
+def decay_log2(C, idx, c_ref, T):
     """(c[idx] - c_ref) * log2(e) for the positions idx."""
-    return (load_c(C, idx, stride_ct, T) - c_ref) * LOG2E
+    return (load_c(C, idx, T) - c_ref) * LOG2E
 
 
 @triton.jit
-def row_scores(q, k, offs_m, cols, C, stride_ct, c_ref, c_q, T, qk_scale,
+def row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale,
                MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, PRECISION: tl.constexpr):
     """(BM, BN) scores of a query tile against a key tile in the log2 domain, decay and mask
     applied: s q.k log2(e), minus the key side of the decay relative to c_ref (or, EXACT, plus
@@ -54,9 +66,9 @@ def row_scores(q, k, offs_m, cols, C, stride_ct, c_ref, c_q, T, qk_scale,
     s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
     if HAS_GATE:
         if EXACT:
-            s += (c_q[:, None] - load_c(C, cols, stride_ct, T)[None, :]) * LOG2E
+            s += (c_q[:, None] - load_c(C, cols, T)[None, :]) * LOG2E
         else:
-            s -= decay_log2(C, cols, stride_ct, c_ref, T)[None, :]
+            s -= decay_log2(C, cols, c_ref, T)[None, :]
     if MASKED:
         s = tl.where((offs_m[:, None] >= cols[None, :]) & (cols < T)[None, :], s, float("-inf"))
     return s

@@ -15,16 +15,17 @@ from kernels.triton_common import LOG2E, decay_log2, load_c, load_rows, row_scor
 
 @triton.jit
 def _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, stride_vt, stride_vd,
-               stride_ct, c_ref, c_q, T, qk_scale, lo, hi,
+               c_ref, c_q, T, qk_scale, lo, hi,
                MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-               BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+               BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, WARP_SPEC: tl.constexpr):
     offs_n = tl.arange(0, BLOCK_N)
-    for start_n in range(lo, hi, BLOCK_N):
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n
-        k = load_rows(K, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST)
-        v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST)
-        s = row_scores(q, k, offs_m, cols, C, stride_ct, c_ref, c_q, T, qk_scale,
+        # Tiles below the diagonal lie wholly before T: their loads need no row mask.
+        k = load_rows(K, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, MASKED)
+        v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, MASKED)
+        s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale,
                        MASKED, HAS_GATE, EXACT, PRECISION)  # (BM, BN)
         m_new = tl.maximum(m_i, tl.max(s, 1))
         p = tl.math.exp2(s - m_new[:, None])
@@ -41,12 +42,13 @@ def fwd_kernel(Q, K, V, C, O, LSE,
                stride_kb, stride_kt, stride_kh, stride_kd,
                stride_vb, stride_vt, stride_vh, stride_vd,
                stride_ob, stride_ot, stride_oh, stride_od,
-               stride_cb, stride_ct, stride_ch,
                T, H, sm_scale,
                HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               UPCAST: tl.constexpr, PRECISION: tl.constexpr):
-    start_m = tl.program_id(0)
+               UPCAST: tl.constexpr, PRECISION: tl.constexpr, WARP_SPEC: tl.constexpr):
+    # The last query tiles have the most keys: launching them first leaves short tiles, not long
+    # ones, for the end of the grid.
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
     h = bh % H
@@ -54,16 +56,16 @@ def fwd_kernel(Q, K, V, C, O, LSE,
     K += b * stride_kb + h * stride_kh
     V += b * stride_vb + h * stride_vh
     O += b * stride_ob + h * stride_oh
-    C += b * stride_cb + h * stride_ch
+    C += bh * T  # c: (B * H, T) contiguous
 
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    q = load_rows(Q, offs_m, stride_qt, stride_qd, T, D, BLOCK_D, UPCAST)
+    q = load_rows(Q, offs_m, stride_qt, stride_qd, T, D, BLOCK_D, UPCAST, True)
     c_ref = 0.0
     c_q = tl.zeros([BLOCK_M], dtype=tl.float32)
     if HAS_GATE:
-        c_ref = tl.load(C + start_m * BLOCK_M * stride_ct)  # c of this tile's first query
+        c_ref = tl.load(C + start_m * BLOCK_M)  # c of this tile's first query
         if EXACT:
-            c_q = load_c(C, offs_m, stride_ct, T)
+            c_q = load_c(C, offs_m, T)
     qk_scale = sm_scale * LOG2E
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
@@ -74,16 +76,16 @@ def fwd_kernel(Q, K, V, C, O, LSE,
     diag = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
-                               stride_vt, stride_vd, stride_ct, c_ref, c_q, T, qk_scale, lo, diag,
-                               False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
+                               stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
+                               False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, WARP_SPEC)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
-                               stride_vt, stride_vd, stride_ct, c_ref, c_q, T, qk_scale, diag, hi,
-                               True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
+                               stride_vt, stride_vd, c_ref, c_q, T, qk_scale, diag, hi,
+                               True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, WARP_SPEC)
     store_rows(O, offs_m, stride_ot, stride_od, acc / l_i[:, None], T, D, BLOCK_D)
     # The true log-sum-exp (log2 domain, c_i included), (B * H, T) contiguous: the backward
     # recomputes P from it with its own reference point.
     lse = m_i + tl.math.log2(l_i)
     if HAS_GATE:
         if not EXACT:
-            lse += decay_log2(C, offs_m, stride_ct, c_ref, T)
+            lse += decay_log2(C, offs_m, c_ref, T)
     tl.store(LSE + bh * T + offs_m, lse, mask=offs_m < T)

@@ -2,9 +2,10 @@
 
     python -m kernels.tune [--out tune.json] [--jobs 12]
 
-For each (B, H, N, D) of kernels.bench.SHAPES it times every forward tile config, then the split
-backward (every dK/dV config with dQ at its default, then every dQ config with dK/dV at its best)
-and every fused-dQ backward config, each by the median of do_bench on bf16 inputs. All configs
+For each (B, H, N, D) of kernels.bench.SHAPES and the 125M training shape it times every forward
+tile config, then the backward (every dK/dV config with dQ at its default, then every dQ config
+with dK/dV at its best), each by the median of do_bench on bf16 inputs, and then the winners again
+with warp specialisation asked for in every loop (``tl.range(warp_specialize=True)``). All configs
 are compiled first by ``--jobs`` processes in parallel (Triton's disk cache then serves the timing
 process), since compiling one by one takes longer than timing. Writes the per-shape results and
 a table by sequence length (the winner at each benchmarked N serves lengths up to N, the longest
@@ -30,33 +31,33 @@ from kernels.bench import SHAPES
 FWD_SPACE = list(itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4)))
 DKDV_SPACE = list(itertools.product((32, 64, 128), (64, 128), (4, 8), (2, 3, 4)))
 DQ_SPACE = list(itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4)))
-FUSED_SPACE = list(itertools.product((32, 64, 128), (64, 128), (4, 8), (2, 3)))
+# The 125M presets' attention at context 4096 (studies/throughput/): batch 8, 12 heads of 64.
+TRAIN_SHAPES = [(8, 12, 4096, 64)]
 
 
 def install(table: dict) -> None:
-    """table: {head_dim: [[longest N, {"fwd": tile, "dkdv": tile, "dq": tile, "fused_dq": bool}], ...]}."""
+    """table: {head_dim: [[longest N, {"fwd": tile, "dkdv": tile, "dq": tile}], ...]}."""
     for d, rows in table.items():
         ta.H200_CONFIGS[int(d)] = tuple((int(n), _config(c)) for n, c in rows)
 
 
 def _config(c: dict) -> ta.KernelConfig:
-    return ta.KernelConfig(*(ta.TileConfig(*c[p]) for p in ("fwd", "dkdv", "dq")), fused_dq=bool(c["fused_dq"]))
+    return ta.KernelConfig(*(ta.TileConfig(*c[p]) for p in ("fwd", "dkdv", "dq")))
 
 
 def _candidates(d: int, n: int) -> list[ta.KernelConfig]:
     """Every config the search below will time for head dim d (compiled ahead in parallel)."""
     base = ta.default_config(d, n)
     out = [dataclasses.replace(base, fwd=ta.TileConfig(*t)) for t in FWD_SPACE]
-    out += [dataclasses.replace(base, dkdv=ta.TileConfig(*t), fused_dq=False) for t in DKDV_SPACE]
-    out += [dataclasses.replace(base, dq=ta.TileConfig(*t), fused_dq=False) for t in DQ_SPACE]
-    out += [dataclasses.replace(base, dkdv=ta.TileConfig(*t), fused_dq=True) for t in FUSED_SPACE]
+    out += [dataclasses.replace(base, dkdv=ta.TileConfig(*t)) for t in DKDV_SPACE]
+    out += [dataclasses.replace(base, dq=ta.TileConfig(*t)) for t in DQ_SPACE]
     return out
 
 
 def _inputs(B, H, N, D):
     q, k, v = (torch.randn(B, N, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     log_f = torch.nn.functional.logsigmoid(torch.randn(B, N, H, device="cuda") + 3.0)
-    return q, k, v, ta.head_major_cumsum(log_f)
+    return q, k, v, ta.gate_cumsum(log_f)
 
 
 def _compile(args) -> int:
@@ -79,8 +80,9 @@ def _compile(args) -> int:
 
 def precompile(jobs: int) -> None:
     work = []
-    for H, D in {(H, D) for _, H, _, D in SHAPES}:
-        cfgs = list(dict.fromkeys(c for _, h, n, d in SHAPES if (h, d) == (H, D) for c in _candidates(D, n)))
+    shapes = SHAPES + TRAIN_SHAPES
+    for H, D in {(H, D) for _, H, _, D in shapes}:
+        cfgs = list(dict.fromkeys(c for _, h, n, d in shapes if (h, d) == (H, D) for c in _candidates(D, n)))
         work += [(H, D, cfgs[i::jobs]) for i in range(jobs)]
     t0 = time.time()
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
@@ -116,17 +118,18 @@ def tune_shape(B, H, N, D) -> dict:
     fwd_ms, fwd = best(FWD_SPACE, lambda t: dataclasses.replace(base, fwd=t),
                        lambda cfg: ta._forward(q, k, v, c, scale, cfg), "fwd", 1.0)
     bwd = lambda cfg: ta._backward(do, q, k, v, c, o, lse, scale, cfg)  # noqa: E731
-    split = dataclasses.replace(base, fused_dq=False)
-    _, dkdv = best(DKDV_SPACE, lambda t: dataclasses.replace(split, dkdv=t), bwd, "dkdv", 2.5)
-    split_ms, dq = best(DQ_SPACE, lambda t: dataclasses.replace(split, dkdv=ta.TileConfig(*dkdv), dq=t), bwd, "split", 2.5)
-    fused_ms, fused = best(FUSED_SPACE, lambda t: dataclasses.replace(base, dkdv=t, fused_dq=True), bwd, "fused", 2.5)
-    use_fused = fused_ms < split_ms
-    chosen = {"fwd": fwd, "dkdv": fused if use_fused else dkdv, "dq": dq, "fused_dq": use_fused}
-    bwd_ms = min(fused_ms, split_ms)
+    _, dkdv = best(DKDV_SPACE, lambda t: dataclasses.replace(base, dkdv=t), bwd, "dkdv", 2.5)
+    bwd_ms, dq = best(DQ_SPACE, lambda t: dataclasses.replace(base, dkdv=ta.TileConfig(*dkdv), dq=t), bwd, "bwd", 2.5)
+    chosen = {"fwd": fwd, "dkdv": dkdv, "dq": dq}
+    cfg = _config(chosen)
+    ta.WARP_SPECIALIZE = True
+    ws_fwd_ms = _time(lambda: ta._forward(q, k, v, c, scale, cfg))
+    ws_bwd_ms = _time(lambda: bwd(cfg))
+    ta.WARP_SPECIALIZE = False
     print(f"  {label} chosen {chosen}: fwd {flops / fwd_ms / 1e9:.0f}, bwd {2.5 * flops / bwd_ms / 1e9:.0f}, "
-          f"fwd+bwd about {3.5 * flops / (fwd_ms + bwd_ms) / 1e9:.0f} TFLOP/s (split {split_ms:.3f} ms, fused {fused_ms:.3f} ms)",
-          flush=True)
-    return {"config": chosen, "fwd_ms": fwd_ms, "split_bwd_ms": split_ms, "fused_bwd_ms": fused_ms}
+          f"fwd+bwd about {3.5 * flops / (fwd_ms + bwd_ms) / 1e9:.0f} TFLOP/s; warp-specialized: "
+          f"fwd {flops / ws_fwd_ms / 1e9:.0f}, bwd {2.5 * flops / ws_bwd_ms / 1e9:.0f}", flush=True)
+    return {"config": chosen, "fwd_ms": fwd_ms, "bwd_ms": bwd_ms, "ws_fwd_ms": ws_fwd_ms, "ws_bwd_ms": ws_bwd_ms}
 
 
 def length_table(per_shape: dict) -> dict:
@@ -147,7 +150,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.jobs > 1:
         precompile(args.jobs)
-    per_shape = {",".join(map(str, s)): tune_shape(*s) for s in SHAPES}
+    per_shape = {",".join(map(str, s)): tune_shape(*s) for s in SHAPES + TRAIN_SHAPES}
     out = {"per_shape": per_shape, "table": length_table(per_shape),
            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__}
     Path(args.out).write_text(json.dumps(out, indent=1))

@@ -28,12 +28,12 @@ from workbench.data import load_data  # noqa: E402
 from workbench.errors import read_yaml, validate  # noqa: E402
 from workbench.model import build_model  # noqa: E402
 from workbench.specs import TrialSpec  # noqa: E402
-from workbench.train import _accumulate, autocast_for, make_optimizer, optimizer_step  # noqa: E402
+from workbench.train import _accumulate, autocast_for, make_optimizer, optimizer_step, step_callable  # noqa: E402
 
 # First match wins: inductor's kernels are named after the ops they fuse ("..._forgetting_attention_
 # bwd_..." is a fused elementwise kernel, not attention), so "triton_" is tested before "attention".
 GROUPS = (
-    ("attention (ours)", ("fwd_kernel", "dkdv_kernel", "dq_kernel", "delta_kernel")),
+    ("attention (ours)", ("fwd_kernel", "dkdv_kernel", "dq_kernel", "scan_kernel")),
     ("torch.compile Triton", ("triton_",)),
     ("attention (SDPA)", ("flash", "cudnn", "fmha", "attention")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "matmul")),
@@ -67,7 +67,7 @@ def main(argv=None):
     model = build_model(trial.model).to(device)
     data = load_data(trial.data, trial.model.vocab_size, trial.seed)
     opt = make_optimizer(model, spec, device)
-    step_fn = torch.compile(model) if spec.compile else model
+    step_fn = step_callable(model, spec, device)
     autocast = autocast_for(spec, device)
 
     def step(i):

@@ -1,14 +1,17 @@
 """Specs: the validated, frozen, hashable description of what a trial builds and runs.
 
 Every spec is pydantic v2 with ``extra="forbid"``; it round-trips through JSON and YAML, and
-``spec_hash()`` (a hash of canonical JSON) is its identity.
+``spec_hash()`` (a hash of canonical JSON) is its identity. A field that changes how a trial
+runs but not what it computes (``TrainSpec.cuda_graphs``: the same kernels, replayed) is listed
+in its class's ``_execution_only`` and left out of the identity, so switching it finds the same
+finished trials and checkpoints.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from functools import partial
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -37,9 +40,21 @@ def Slot(slot: str):
 
 class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _execution_only: ClassVar[frozenset[str]] = frozenset()
+
+    def _identity_exclude(self) -> dict:
+        """pydantic's nested ``exclude`` for the execution-only fields of this spec and its parts."""
+        out: dict = dict.fromkeys(self._execution_only, True)
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, Spec) and (sub := value._identity_exclude()):
+                out[name] = sub
+        return out
 
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """The identity's JSON: every field but the execution-only ones, keys sorted."""
+        data = self.model_dump(mode="json", exclude=self._identity_exclude() or None)
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def spec_hash(self) -> str:
         """First 16 hex digits of the SHA-256 of the canonical JSON: the identity of the spec."""
@@ -194,9 +209,15 @@ class TrainSpec(Spec):
     eval_batches: PositiveInt = 4
     checkpoint_every_tokens: PositiveInt | None = None
     compile: bool = False
+    # With compile on a CUDA device: the compiled forward and backward replay as CUDA graphs
+    # (torch.compile's "reduce-overhead" mode), so the GPU no longer waits for Python to launch
+    # each kernel. Same kernels, same results; off saves the graphs' memory pool.
+    cuda_graphs: bool = True
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     cpu_threads: PositiveInt | None = None
+
+    _execution_only: ClassVar[frozenset[str]] = frozenset({"cuda_graphs"})
 
 
 class NeedleEval(Spec):

@@ -112,7 +112,7 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
         state = load_checkpoint(checkpoint, model, opt, trial.spec_hash())
         if hasattr(reporter, "on_resume"):
             reporter.on_resume(state.history)
-    step_fn = torch.compile(model) if spec.compile else model
+    step_fn = step_callable(model, spec, device)
     context = data.context
     tokens_per_step = spec.batch_size * spec.grad_accum * context
     total_steps = math.ceil(spec.tokens / tokens_per_step)
@@ -163,6 +163,17 @@ def _next_multiple(tokens: int, every: int | None) -> int | None:
     return None if every is None else (tokens // every + 1) * every
 
 
+def step_callable(model: nn.Module, spec: TrainSpec, device: torch.device):
+    """What a training step calls: the model, or with ``compile`` the compiled model, whose forward
+    and backward replay as CUDA graphs when ``cuda_graphs`` is on, the device is CUDA and a step is
+    one micro-batch. (With gradient accumulation the first micro-batch's gradients sit in the
+    graphs' memory pool while the next replays, so accumulation runs without graphs.)"""
+    if not spec.compile:
+        return model
+    graphs = spec.cuda_graphs and device.type == "cuda" and spec.grad_accum == 1
+    return torch.compile(model, mode="reduce-overhead" if graphs else None)
+
+
 def optimizer_step(model: nn.Module, opt: torch.optim.Optimizer, spec: TrainSpec) -> torch.Tensor:
     """Clip, step, clear the gradients; returns the gradient norm before clipping."""
     grad_norm = nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip or float("inf"))
@@ -176,6 +187,9 @@ def _accumulate(model, data, seed, step, spec: TrainSpec, device, autocast) -> f
     for micro in range(spec.grad_accum):
         batch = data.train_batch(seed, step, micro, spec.batch_size)
         x, y = batch.x.to(device, non_blocking=True), batch.y.to(device, non_blocking=True)
+        if spec.compile:
+            # A new step for CUDA graph trees: the previous replay's outputs may be overwritten.
+            torch.compiler.cudagraph_mark_step_begin()
         with autocast():
             loss = model(x, y, ignore_index=IGNORE) / spec.grad_accum
         loss.backward()

@@ -109,28 +109,16 @@ def test_bad_inputs_are_clear_errors():
         kernels.forgetting_attention(q, k, v, log_f[:, :4], backend="triton")
 
 
-@pytest.mark.parametrize("gate", ["weak", "strong", "none"])
-@pytest.mark.parametrize("T,D,dtype", [(17, 16, torch.float32), (100, 64, torch.float16), (257, 128, torch.float32)],
-                         ids=["17-16-fp32", "100-64-fp16", "257-128-fp32"])
-def test_fused_dq_backward_matches_the_reference(T, D, dtype, gate):
-    """The backward that accumulates dQ with atomics inside the dK/dV loop (one kernel, 5 matmuls)."""
-    import dataclasses
-
-    q, k, v, log_f = inputs(T, D, dtype, gate)
-    cfg = dataclasses.replace(ta.default_config(D, T), fused_dq=True)
-    out = ta.forgetting_attention_triton(q, k, v, log_f, config=cfg)
-    do = torch.randn_like(out)
-    leaves = (q, k, v) if log_f is None else (q, k, v, log_f)
-    grads = torch.autograd.grad(out, leaves, do)
-    if log_f is None:
-        log_f0 = torch.zeros(B, T, H, device=DEVICE)
-        ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(), log_f0, do, chunk=64)[:4]
-    else:
-        ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(), log_f.detach(), do, chunk=64)
-    tol, floor = TOL[dtype]
-    close(out, ref[0], tol, floor)
-    for got, want in zip(grads, ref[1:]):
-        close(got, want, tol, floor)
+@pytest.mark.parametrize("T", [1, 1500, 2500])
+def test_scans_carry_across_chunks(T):
+    """The cumsum of log f and the reverse scan of dL/dc walk T in chunks of up to 1024 with a
+    running carry: lengths past one and two chunks, and strided (B, T, H) inputs."""
+    x = torch.randn(2, T, 3, 5, device=DEVICE)[..., 1]  # (B, T, H), strides (15 T, 15, 5)
+    c = ta.gate_cumsum(x)
+    close(c, x.double().cumsum(1).transpose(1, 2).reshape(6, T), 1e-6, 1e-6)
+    out = torch.full((6, T), float("nan"), device=DEVICE)
+    ta._scan(x, out, reverse=True)
+    close(out, x.double().flip(1).cumsum(1).flip(1).transpose(1, 2).reshape(6, T), 1e-6, 1e-6)
 
 
 def test_torch_compile_sees_one_op_and_no_graph_break():
