@@ -23,8 +23,9 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Tests set this so that every output the kernels should write starts as NaN: an element left
 # unwritten then fails the comparison instead of passing on leftover memory.
 POISON_OUTPUTS = False
-# tl.range(warp_specialize=...) in every key/query loop: an experiment switch for kernels.tune.
-WARP_SPECIALIZE = False
+# The backward loops issue the dP matmul before the exponentials instead of after them: an
+# experiment switch that kernels.tune times both ways.
+EARLY_DP = False
 
 
 def _new(like: torch.Tensor, shape=None, dtype=None) -> torch.Tensor:
@@ -51,12 +52,13 @@ class KernelConfig:
 # (longest sequence it serves, config) in increasing length.
 H200_CONFIGS: dict[int, tuple[tuple[int, KernelConfig], ...]] = {
     64: (
-        (2048, KernelConfig(TileConfig(128, 64, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 128, 4, 3))),
+        (2048, KernelConfig(TileConfig(128, 64, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 64, 4, 2))),
+        (4096, KernelConfig(TileConfig(128, 64, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(128, 64, 4, 3))),
         (1 << 62, KernelConfig(TileConfig(64, 128, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 128, 4, 3))),
     ),
     128: (
-        (2048, KernelConfig(TileConfig(64, 64, 4, 2), TileConfig(64, 64, 4, 2), TileConfig(64, 64, 4, 2))),
-        (1 << 62, KernelConfig(TileConfig(128, 128, 8, 2), TileConfig(64, 128, 8, 3), TileConfig(128, 64, 8, 3))),
+        (2048, KernelConfig(TileConfig(64, 32, 4, 3), TileConfig(64, 128, 8, 3), TileConfig(128, 64, 8, 3))),
+        (1 << 62, KernelConfig(TileConfig(128, 128, 8, 3), TileConfig(64, 128, 8, 3), TileConfig(128, 64, 8, 3))),
     ),
 }
 # The interpreter runs tile by tile in numpy: small tiles keep it quick and exercise the
@@ -99,8 +101,7 @@ def _launch_params(q: torch.Tensor):
     # The interpreter's bf16/fp16 dot is wrong: upcast there. fp32 inputs get exact fp32 dots.
     precision = "ieee" if (q.dtype == torch.float32 or interpret) else "tf32"
     # fp32 inputs get the decay bias as c_i - c_j per element (kernels/triton_common.py).
-    return dict(D=D, BLOCK_D=block_d, UPCAST=interpret, PRECISION=precision, EXACT=q.dtype == torch.float32,
-                WARP_SPEC=WARP_SPECIALIZE)
+    return dict(D=D, BLOCK_D=block_d, UPCAST=interpret, PRECISION=precision, EXACT=q.dtype == torch.float32)
 
 
 def _forward(q, k, v, c, sm_scale, cfg: KernelConfig):
@@ -121,7 +122,7 @@ def _forward(q, k, v, c, sm_scale, cfg: KernelConfig):
 def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
     """-> dq, dk, dv, and d log f (B, T, H) over (B, H, T) memory (None without a gate)."""
     B, T, H, D = q.shape
-    params = _launch_params(q)
+    params = dict(_launch_params(q), EARLY_DP=EARLY_DP)
     has_gate = c is not None
     delta = _new(lse)
     dc = _new(lse) if has_gate else lse  # lse: never written without a gate

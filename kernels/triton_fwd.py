@@ -17,9 +17,9 @@ from kernels.triton_common import LOG2E, decay_log2, load_c, load_rows, row_scor
 def _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, stride_vt, stride_vd,
                c_ref, c_q, T, qk_scale, lo, hi,
                MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-               BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, WARP_SPEC: tl.constexpr):
+               BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     offs_n = tl.arange(0, BLOCK_N)
-    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
+    for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n
         # Tiles below the diagonal lie wholly before T: their loads need no row mask.
@@ -45,7 +45,7 @@ def fwd_kernel(Q, K, V, C, O, LSE,
                T, H, sm_scale,
                HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               UPCAST: tl.constexpr, PRECISION: tl.constexpr, WARP_SPEC: tl.constexpr):
+               UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     # The last query tiles have the most keys: launching them first leaves short tiles, not long
     # ones, for the end of the grid.
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
@@ -77,10 +77,10 @@ def fwd_kernel(Q, K, V, C, O, LSE,
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
                                stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
-                               False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, WARP_SPEC)
+                               False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
                                stride_vt, stride_vd, c_ref, c_q, T, qk_scale, diag, hi,
-                               True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, WARP_SPEC)
+                               True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
     store_rows(O, offs_m, stride_ot, stride_od, acc / l_i[:, None], T, D, BLOCK_D)
     # The true log-sum-exp (log2 domain, c_i included), (B * H, T) contiguous: the backward
     # recomputes P from it with its own reference point.

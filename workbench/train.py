@@ -127,6 +127,10 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
             group["lr"] = lr
         try:
             loss = _accumulate(step_fn, data, trial.seed, state.step, spec, device, autocast)
+            # The optimizer's kernels are queued behind the backward before anything waits for the
+            # GPU: reading the loss first would leave the GPU idle while Python clips and steps.
+            grad_norm = optimizer_step(model, opt, spec)
+            loss = loss.item()
         except (RuntimeError, MemoryError) as e:
             if not _oom(e):
                 raise
@@ -135,12 +139,9 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
                 f"{device.type}: lower batch_size and raise grad_accum to keep the tokens per step "
                 f"(e.g. batch_size {max(1, spec.batch_size // 2)}, grad_accum {spec.grad_accum * 2})"
             ) from None
-        if not math.isfinite(loss):
+        if not math.isfinite(loss):  # raised before any checkpoint holds the step's update
             raise TrainError(f"the training loss became {loss} at step {state.step} ({state.tokens} tokens)")
-        grad_norm = optimizer_step(model, opt, spec)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0  # loss.item() waited for the whole step
         state.step += 1
         state.tokens += tokens_per_step
         if state.step > max(1, total_steps // 10):  # leave compilation and warm-up out of the rate
@@ -182,8 +183,10 @@ def optimizer_step(model: nn.Module, opt: torch.optim.Optimizer, spec: TrainSpec
     return grad_norm
 
 
-def _accumulate(model, data, seed, step, spec: TrainSpec, device, autocast) -> float:
-    total = 0.0
+def _accumulate(model, data, seed, step, spec: TrainSpec, device, autocast) -> torch.Tensor:
+    """Forward and backward of every micro-batch; returns the step's mean loss as a 0-d tensor,
+    not read yet (reading it waits for the GPU)."""
+    total = torch.zeros((), device=device)
     for micro in range(spec.grad_accum):
         batch = data.train_batch(seed, step, micro, spec.batch_size)
         x, y = batch.x.to(device, non_blocking=True), batch.y.to(device, non_blocking=True)
@@ -193,7 +196,7 @@ def _accumulate(model, data, seed, step, spec: TrainSpec, device, autocast) -> f
         with autocast():
             loss = model(x, y, ignore_index=IGNORE) / spec.grad_accum
         loss.backward()
-        total += loss.item()
+        total += loss.detach().float()
     return total
 
 
