@@ -30,7 +30,7 @@ def _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
                 stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, lo, hi,
                 MASKED: tl.constexpr, CHECK_T: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr,
                 D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                UPCAST: tl.constexpr, PRECISION: tl.constexpr, EARLY_DP: tl.constexpr):
+                UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(lo, hi, BLOCK_M):
         start_m = tl.multiple_of(start_m, BLOCK_M)
@@ -42,8 +42,6 @@ def _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
         lse = tl.load(LSE + rows, mask=row_ok, other=float("inf"))
         delta = tl.load(DELTA + rows, mask=row_ok, other=0.0)
         s_t = tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale  # (BN, BM)
-        if EARLY_DP:  # issued before the exponentials, which then need not wait for it
-            dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
         if HAS_GATE:
             if EXACT:  # ck holds c_j itself
                 s_t += (load_c(C, rows, T)[None, :] - ck[:, None]) * LOG2E
@@ -54,8 +52,7 @@ def _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
             s_t = tl.where(rows[None, :] >= offs_n[:, None], s_t, float("-inf"))
         p_t = tl.math.exp2(s_t - lse[None, :])
         dv += tl.dot(p_t.to(do.dtype), do, input_precision=PRECISION)
-        if not EARLY_DP:
-            dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
+        dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
         ds_t = p_t * (dp_t - delta[None, :])
         dk += tl.dot(ds_t.to(q.dtype), q, input_precision=PRECISION)
         if HAS_GATE:
@@ -74,7 +71,7 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC,
                 T, H, sm_scale,
                 HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                UPCAST: tl.constexpr, PRECISION: tl.constexpr, EARLY_DP: tl.constexpr):
+                UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     start_n = tl.program_id(0)  # the first key tiles see the most queries: they launch first
     bh = tl.program_id(1)
     b = bh // H
@@ -109,13 +106,13 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC,
     full = mid + (T - mid) // BLOCK_M * BLOCK_M
     dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
                                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, lo, mid,
-                               True, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, EARLY_DP)
+                               True, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION)
     dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
                                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, mid, full,
-                               False, False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, EARLY_DP)
+                               False, False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION)
     dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
                                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, full, T,
-                               False, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, EARLY_DP)
+                               False, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION)
     store_rows(DK + b * stride_dkb + h * stride_dkh, offs_n, stride_dkt, stride_dkd, dk * sm_scale, T, D, BLOCK_D)
     store_rows(DV + b * stride_dvb + h * stride_dvh, offs_n, stride_dvt, stride_dvd, dv, T, D, BLOCK_D)
     if HAS_GATE:
@@ -128,7 +125,7 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC,
 def _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C,
               stride_kt, stride_kd, stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, hi,
               MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-              BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, EARLY_DP: tl.constexpr):
+              BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     offs_n0 = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
@@ -138,11 +135,8 @@ def _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C,
         v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, MASKED)
         s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale,
                        MASKED, HAS_GATE, EXACT, PRECISION)  # (BM, BN)
-        if EARLY_DP:
-            dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
         p = tl.math.exp2(s - lse[:, None])
-        if not EARLY_DP:
-            dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
+        dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
         if HAS_GATE:
@@ -161,7 +155,7 @@ def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC,
               T, H, sm_scale,
               HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              UPCAST: tl.constexpr, PRECISION: tl.constexpr, EARLY_DP: tl.constexpr):
+              UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # the longest rows of tiles first
     bh = tl.program_id(1)
     b = bh // H
@@ -196,10 +190,10 @@ def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC,
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)
     dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, stride_kt, stride_kd,
                          stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
-                         False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, EARLY_DP)
+                         False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
     dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, stride_kt, stride_kd,
                          stride_vt, stride_vd, c_ref, c_q, T, qk_scale, diag, hi,
-                         True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, EARLY_DP)
+                         True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
     store_rows(DQ + b * stride_dqb + h * stride_dqh, offs_m, stride_dqt, stride_dqd, dq * sm_scale, T, D, BLOCK_D)
     if HAS_GATE:
         tl.store(DC + bh * T + offs_m, drow, mask=row_ok)

@@ -4,9 +4,8 @@
 
 For each (B, H, N, D) of kernels.bench.SHAPES and the 125M training shape it times every forward
 tile config, then the backward (every dK/dV config with dQ at its default, then every dQ config
-with dK/dV at its best), each by the median of do_bench on bf16 inputs, and then the winning
-backward again with the dP matmul issued before the exponentials (``triton_attention.EARLY_DP``).
-``--quick`` skips the search and times the installed configs both ways. All configs
+with dK/dV at its best), each by the median of do_bench on bf16 inputs. ``--quick`` skips the
+search and times the installed configs. All configs
 are compiled first by ``--jobs`` processes in parallel (Triton's disk cache then serves the timing
 process), since compiling one by one takes longer than timing. Writes the per-shape results and
 a table by sequence length (the winner at each benchmarked N serves lengths up to N, the longest
@@ -116,26 +115,21 @@ def tune_shape(B, H, N, D, search: bool = True) -> dict:
             print(f"  {label} {what:<6} {tile}  {ms:.3f} ms  {factor * flops / ms / 1e9:.0f} TFLOP/s", flush=True)
         return timed[0]
 
-    fwd = lambda cfg: ta._forward(q, k, v, c, scale, cfg)  # noqa: E731
-    bwd = lambda cfg: ta._backward(do, q, k, v, c, o, lse, scale, cfg)  # noqa: E731
+    run_fwd = lambda cfg: ta._forward(q, k, v, c, scale, cfg)  # noqa: E731
+    run_bwd = lambda cfg: ta._backward(do, q, k, v, c, o, lse, scale, cfg)  # noqa: E731
     if not search:
-        return _early_dp(label, flops, base, _time(lambda: fwd(base)), _time(lambda: bwd(base)), bwd)
-    fwd_ms, fwd = best(FWD_SPACE, lambda t: dataclasses.replace(base, fwd=t), fwd, "fwd", 1.0)
-    _, dkdv = best(DKDV_SPACE, lambda t: dataclasses.replace(base, dkdv=t), bwd, "dkdv", 2.5)
-    bwd_ms, dq = best(DQ_SPACE, lambda t: dataclasses.replace(base, dkdv=ta.TileConfig(*dkdv), dq=t), bwd, "bwd", 2.5)
-    return _early_dp(label, flops, _config({"fwd": fwd, "dkdv": dkdv, "dq": dq}), fwd_ms, bwd_ms, bwd)
+        return _report(label, flops, base, _time(lambda: run_fwd(base)), _time(lambda: run_bwd(base)))
+    fwd_ms, fwd = best(FWD_SPACE, lambda t: dataclasses.replace(base, fwd=t), run_fwd, "fwd", 1.0)
+    _, dkdv = best(DKDV_SPACE, lambda t: dataclasses.replace(base, dkdv=t), run_bwd, "dkdv", 2.5)
+    bwd_ms, dq = best(DQ_SPACE, lambda t: dataclasses.replace(base, dkdv=ta.TileConfig(*dkdv), dq=t), run_bwd, "bwd", 2.5)
+    return _report(label, flops, _config({"fwd": fwd, "dkdv": dkdv, "dq": dq}), fwd_ms, bwd_ms)
 
 
-def _early_dp(label, flops, cfg, fwd_ms, bwd_ms, bwd) -> dict:
-    """Times the backward of cfg again with EARLY_DP flipped; reports both."""
-    ta.EARLY_DP = not ta.EARLY_DP
-    flipped_ms = _time(lambda: bwd(cfg))
-    ta.EARLY_DP = not ta.EARLY_DP
+def _report(label, flops, cfg, fwd_ms, bwd_ms) -> dict:
     chosen = {p: dataclasses.astuple(getattr(cfg, p)) for p in ("fwd", "dkdv", "dq")}
     print(f"  {label} chosen {chosen}: fwd {flops / fwd_ms / 1e9:.0f}, bwd {2.5 * flops / bwd_ms / 1e9:.0f}, "
-          f"fwd+bwd about {3.5 * flops / (fwd_ms + bwd_ms) / 1e9:.0f} TFLOP/s; with EARLY_DP={not ta.EARLY_DP}: "
-          f"bwd {2.5 * flops / flipped_ms / 1e9:.0f}", flush=True)
-    return {"config": chosen, "fwd_ms": fwd_ms, "bwd_ms": bwd_ms, "early_dp": ta.EARLY_DP, "flipped_bwd_ms": flipped_ms}
+          f"fwd+bwd about {3.5 * flops / (fwd_ms + bwd_ms) / 1e9:.0f} TFLOP/s", flush=True)
+    return {"config": chosen, "fwd_ms": fwd_ms, "bwd_ms": bwd_ms}
 
 
 def length_table(per_shape: dict) -> dict:
@@ -153,7 +147,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tune.json")
     ap.add_argument("--jobs", type=int, default=12, help="processes compiling configs ahead of timing")
-    ap.add_argument("--quick", action="store_true", help="no search: the installed configs, EARLY_DP both ways")
+    ap.add_argument("--quick", action="store_true", help="no search: time the installed configs")
     args = ap.parse_args(argv)
     if args.jobs > 1 and not args.quick:
         precompile(args.jobs)

@@ -28,7 +28,7 @@ from workbench.data import load_data  # noqa: E402
 from workbench.errors import read_yaml, validate  # noqa: E402
 from workbench.model import build_model  # noqa: E402
 from workbench.specs import TrialSpec  # noqa: E402
-from workbench.train import _accumulate, autocast_for, make_optimizer, optimizer_step, step_callable  # noqa: E402
+from workbench.train import BatchQueue, autocast_for, make_optimizer, step_callable, train_step  # noqa: E402
 
 # First match wins: inductor's kernels are named after the ops they fuse ("..._forgetting_attention_
 # bwd_..." is a fused elementwise kernel, not attention), so "triton_" is tested before "attention".
@@ -69,10 +69,10 @@ def main(argv=None):
     opt = make_optimizer(model, spec, device)
     step_fn = step_callable(model, spec, device)
     autocast = autocast_for(spec, device)
+    batches = BatchQueue(data, trial.seed, spec, device)
 
     def step(i):
-        _accumulate(step_fn, data, trial.seed, i, spec, device, autocast)
-        optimizer_step(model, opt, spec)
+        train_step(step_fn, model, opt, batches, i, spec, autocast)
 
     for i in range(args.warmup):
         step(i)

@@ -113,6 +113,7 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
         if hasattr(reporter, "on_resume"):
             reporter.on_resume(state.history)
     step_fn = step_callable(model, spec, device)
+    batches = BatchQueue(data, trial.seed, spec, device)
     context = data.context
     tokens_per_step = spec.batch_size * spec.grad_accum * context
     total_steps = math.ceil(spec.tokens / tokens_per_step)
@@ -126,10 +127,7 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
         for group in opt.param_groups:
             group["lr"] = lr
         try:
-            loss = _accumulate(step_fn, data, trial.seed, state.step, spec, device, autocast)
-            # The optimizer's kernels are queued behind the backward before anything waits for the
-            # GPU: reading the loss first would leave the GPU idle while Python clips and steps.
-            grad_norm = optimizer_step(model, opt, spec)
+            loss, grad_norm = train_step(step_fn, model, opt, batches, state.step, spec, autocast)
             loss = loss.item()
         except (RuntimeError, MemoryError) as e:
             if not _oom(e):
@@ -183,13 +181,47 @@ def optimizer_step(model: nn.Module, opt: torch.optim.Optimizer, spec: TrainSpec
     return grad_norm
 
 
-def _accumulate(model, data, seed, step, spec: TrainSpec, device, autocast) -> torch.Tensor:
-    """Forward and backward of every micro-batch; returns the step's mean loss as a 0-d tensor,
-    not read yet (reading it waits for the GPU)."""
-    total = torch.zeros((), device=device)
+class BatchQueue:
+    """Training batches by (step, micro-batch), built and sent to the device one step ahead: while
+    the GPU runs step n, the host gathers step n + 1's tokens and starts their copies from pinned
+    memory (which do not make the host wait), so step n + 1 launches as soon as step n ends.
+    Batches depend only on (seed, step, micro), so prefetching changes no result."""
+
+    def __init__(self, data, seed: int, spec: TrainSpec, device: torch.device):
+        self.data, self.seed, self.spec, self.device = data, seed, spec, device
+        self._ready: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def _load(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = self.data.train_batch(self.seed, step, micro, self.spec.batch_size)
+        x, y = batch.x, batch.y
+        if self.device.type == "cuda":
+            x, y = x.pin_memory(), y.pin_memory()
+        return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+
+    def prefetch(self, step: int) -> None:
+        self._ready = {(step, m): self._load(step, m) for m in range(self.spec.grad_accum)}
+
+    def get(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._ready.pop((step, micro), None) or self._load(step, micro)
+
+
+def train_step(step_fn, model: nn.Module, opt: torch.optim.Optimizer, batches: BatchQueue, step: int,
+               spec: TrainSpec, autocast) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimizer step, queued on the device without waiting for it: forward and backward of
+    every micro-batch, clip and AdamW, then the next step's batches. Returns the mean loss and the
+    gradient norm as 0-d tensors; reading them waits for the GPU (the optimizer's kernels are
+    already queued behind the backward by then, so the GPU does not idle while Python steps)."""
+    loss = _accumulate(step_fn, batches, step, spec, autocast)
+    grad_norm = optimizer_step(model, opt, spec)
+    batches.prefetch(step + 1)
+    return loss, grad_norm
+
+
+def _accumulate(model, batches: BatchQueue, step: int, spec: TrainSpec, autocast) -> torch.Tensor:
+    """Forward and backward of every micro-batch; returns the step's mean loss as a 0-d tensor."""
+    total = torch.zeros((), device=batches.device)
     for micro in range(spec.grad_accum):
-        batch = data.train_batch(seed, step, micro, spec.batch_size)
-        x, y = batch.x.to(device, non_blocking=True), batch.y.to(device, non_blocking=True)
+        x, y = batches.get(step, micro)
         if spec.compile:
             # A new step for CUDA graph trees: the previous replay's outputs may be overwritten.
             torch.compiler.cudagraph_mark_step_begin()

@@ -1,0 +1,23 @@
+#!/bin/bash
+# Session 2026-11-30 (third), final GPU call (2 GPUs). GPU 0: the benchmark beside the peers
+# (kernels/BENCHMARKS.md). GPU 1: the kernel tests at interpreter sizes on CUDA (awkward T and D),
+# the GPU tests, then the 125M throughput of both models (docs/performance.md).
+set -u
+OUT=${OUT:-/tmp/out}
+(
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 420 python3 -m kernels.bench --peers .peers --out $OUT/bench.json > $OUT/bench.log 2>&1
+) &
+(
+  export CUDA_VISIBLE_DEVICES=1
+  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_triton_cpu.py -k "not fp32" > $OUT/cpu-tests-on-cuda.log 2>&1
+  timeout 60 python3 -m pytest -q -s -p no:cacheprovider tests/kernels/test_triton_gpu.py > $OUT/gpu-tests.log 2>&1
+  for m in fox_pro transformer_llama; do
+    timeout 130 python3 -m workbench.cli train studies/throughput/${m}_125m.yaml --out /tmp/tp_$m > $OUT/tp_$m.log 2>&1
+    cp /tmp/tp_$m/result.json $OUT/${m}_result.json
+  done
+) &
+wait
+tail -1 $OUT/cpu-tests-on-cuda.log; tail -1 $OUT/gpu-tests.log
+grep -v '^{' $OUT/bench.log | tail -22
+grep -H -o '"tokens_per_s": [0-9.]*\|"mfu": [0-9.]*' $OUT/*_result.json
