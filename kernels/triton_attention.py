@@ -23,9 +23,6 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Tests set this so that every output the kernels should write starts as NaN: an element left
 # unwritten then fails the comparison instead of passing on leftover memory.
 POISON_OUTPUTS = False
-# Register cap per kernel ("fwd", "dkdv", "dq" -> ptxas maxnreg), unset = the compiler's choice:
-# an experiment switch that ``kernels.tune --maxnreg`` sweeps.
-MAXNREG: dict[str, int] = {}
 
 
 def _new(like: torch.Tensor, shape=None, dtype=None) -> torch.Tensor:
@@ -79,10 +76,8 @@ def _scan(x: torch.Tensor, out: torch.Tensor, reverse: bool) -> torch.Tensor:
     """out (B * H, T) fp32 = (reverse) cumsum over T of x, a (B, T, H) tensor of any strides
     (kernels/triton_scan.py); out may be x's own memory."""
     B, T, H = x.shape
-    block = min(1024, max(16, triton.next_power_of_2(T)))
-    segment = triton.cdiv(triton.cdiv(T, block), 64) * block  # at most 64 segments per row
-    scan_kernel[(triton.cdiv(T, segment), B * H)](x, out, *x.stride(), T, H, segment, REVERSE=reverse,
-                                                   BLOCK_T=block, num_warps=4)
+    scan_kernel[(B * H,)](x, out, *x.stride(), T, H, REVERSE=reverse,
+                          BLOCK_T=min(1024, max(16, triton.next_power_of_2(T))), num_warps=4)
     return out
 
 
@@ -106,10 +101,6 @@ def _launch_params(q: torch.Tensor):
     return dict(D=D, BLOCK_D=block_d, UPCAST=interpret, PRECISION=precision, EXACT=q.dtype == torch.float32)
 
 
-def _regs(kernel: str) -> dict:
-    return {"maxnreg": MAXNREG[kernel]} if kernel in MAXNREG else {}
-
-
 def _forward(q, k, v, c, sm_scale, cfg: KernelConfig):
     """c: gate_cumsum(log f), or None without a gate. -> o, lse (B * H, T) fp32 in log2 units."""
     B, T, H, D = q.shape
@@ -120,7 +111,7 @@ def _forward(q, k, v, c, sm_scale, cfg: KernelConfig):
     fwd_kernel[grid](
         q, k, v, c if has_gate else lse, o, lse, *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.fwd.block_m, BLOCK_N=cfg.fwd.block_n,
-        num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, **_regs("fwd"), **_launch_params(q),
+        num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, **_launch_params(q),
     )
     return o, lse
 
@@ -138,13 +129,13 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
         q, k, v, c_arg, o, do, lse, delta, dq, dc,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o), *_strides4(do), *_strides4(dq),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dq.block_m, BLOCK_N=cfg.dq.block_n,
-        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, **_regs("dq"), **params,
+        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, **params,
     )
     dkdv_kernel[(triton.cdiv(T, cfg.dkdv.block_n), B * H)](
         q, k, v, c_arg, do, lse, delta, dk, dv, dc,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dkdv.block_m, BLOCK_N=cfg.dkdv.block_n,
-        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, **_regs("dkdv"), **params,
+        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, **params,
     )
     if not has_gate:
         return dq, dk, dv, None

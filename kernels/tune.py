@@ -1,12 +1,11 @@
 """Tile-size search for the Triton kernel on the GPU at hand, per benchmark shape.
 
-    python -m kernels.tune [--out tune.json] [--jobs 12] [--quick | --maxnreg]
+    python -m kernels.tune [--out tune.json] [--jobs 12] [--quick]
 
 For each (B, H, N, D) of kernels.bench.SHAPES and the 125M training shape it times every forward
 tile config, then the backward (every dK/dV config with dQ at its default, then every dQ config
 with dK/dV at its best), each by the median of do_bench on bf16 inputs. ``--quick`` skips the
-search and times the installed configs; ``--maxnreg`` times them under each register cap per kernel
-(``triton_attention.MAXNREG``). All configs
+search and times the installed configs. All configs
 are compiled first by ``--jobs`` processes in parallel (Triton's disk cache then serves the timing
 process), since compiling one by one takes longer than timing. Writes the per-shape results and
 a table by sequence length (the winner at each benchmarked N serves lengths up to N, the longest
@@ -133,30 +132,6 @@ def _report(label, flops, cfg, fwd_ms, bwd_ms) -> dict:
     return {"config": chosen, "fwd_ms": fwd_ms, "bwd_ms": bwd_ms}
 
 
-REG_CAPS = (96, 128, 168, 200, 232)
-
-
-def sweep_maxnreg(B, H, N, D) -> dict:
-    """Each kernel of the installed config under each register cap, the others uncapped."""
-    q, k, v, c = _inputs(B, H, N, D)
-    scale, cfg = D**-0.5, ta.default_config(D, N)
-    o, lse = ta._forward(q, k, v, c, scale, cfg)
-    do = torch.randn_like(o)
-    runs = {"fwd": lambda: ta._forward(q, k, v, c, scale, cfg),
-            "dkdv": lambda: ta._backward(do, q, k, v, c, o, lse, scale, cfg)}
-    runs["dq"] = runs["dkdv"]
-    out = {}
-    for kernel, run in runs.items():
-        times = {"none": _time(run)}
-        for cap in REG_CAPS:
-            ta.MAXNREG[kernel] = cap
-            times[cap] = _time(run)
-            del ta.MAXNREG[kernel]
-        out[kernel] = times
-        print(f"  {B},{H},{N},{D} {kernel:<5} " + "  ".join(f"{k}: {v:.3f}" for k, v in times.items()) + " ms", flush=True)
-    return out
-
-
 def length_table(per_shape: dict) -> dict:
     table = {}
     for key, r in per_shape.items():
@@ -173,12 +148,7 @@ def main(argv=None):
     ap.add_argument("--out", default="tune.json")
     ap.add_argument("--jobs", type=int, default=12, help="processes compiling configs ahead of timing")
     ap.add_argument("--quick", action="store_true", help="no search: time the installed configs")
-    ap.add_argument("--maxnreg", action="store_true", help="no search: the installed configs under register caps")
     args = ap.parse_args(argv)
-    if args.maxnreg:
-        out = {",".join(map(str, s)): sweep_maxnreg(*s) for s in SHAPES + TRAIN_SHAPES}
-        Path(args.out).write_text(json.dumps(out, indent=1))
-        return
     if args.jobs > 1 and not args.quick:
         precompile(args.jobs)
     per_shape = {",".join(map(str, s)): tune_shape(*s, search=not args.quick) for s in SHAPES + TRAIN_SHAPES}

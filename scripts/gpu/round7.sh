@@ -2,6 +2,9 @@
 # Session 2026-11-30 (third), last GPU call (2 GPUs). GPU 0: the benchmark beside the peers after
 # the segmented scan (kernels/BENCHMARKS.md). GPU 1: the GPU tests, the 125M throughput of both
 # models (docs/performance.md), the installed tiles timed kernel by kernel, and a register-cap sweep.
+# Ran at commit 9f1b170. Afterwards the segmented scan was reverted (its in-place reverse pass raced;
+# the GPU tests here caught it) and the --maxnreg sweep removed (no cap helped:
+# kernels/results/maxnreg-h200-2026-11-30.log), so this script no longer runs as written.
 set -u
 OUT=${OUT:-/tmp/out}
 (

@@ -109,11 +109,10 @@ def test_bad_inputs_are_clear_errors():
         kernels.forgetting_attention(q, k, v, log_f[:, :4], backend="triton")
 
 
-@pytest.mark.parametrize("T", [1, 1500, 2500, 70000])
+@pytest.mark.parametrize("T", [1, 1500, 2500])
 def test_scans_carry_across_chunks(T):
-    """The cumsum of log f and the reverse scan of dL/dc cut each row into segments of 1024-token
-    chunks, each segment adding the sum of the row before (after) it: one chunk, two and three
-    segments, two chunks per segment (70000 > 64 x 1024), and strided (B, T, H) inputs."""
+    """The cumsum of log f and the reverse scan of dL/dc walk T in chunks of up to 1024 with a
+    running carry: lengths past one and two chunks, and strided (B, T, H) inputs."""
     x = torch.randn(2, T, 3, 5, device=DEVICE)[..., 1]  # (B, T, H), strides (15 T, 15, 5)
     c = ta.gate_cumsum(x)
     close(c, x.double().cumsum(1).transpose(1, 2).reshape(6, T), 1e-6, 1e-6)
