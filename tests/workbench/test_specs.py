@@ -68,6 +68,20 @@ def test_hash_changes_with_any_field():
     assert base.spec_hash() != ModelSpec(preset="fox_pro", init_std=0.01).spec_hash()
 
 
+def test_execution_only_fields_stay_out_of_the_trial_hash():
+    """train.cuda_graphs changes how a step is launched, not what it computes: switching it finds
+    the same finished trials; it is still recorded in the resolved spec. Fields that change the
+    computation still change the hash."""
+    from workbench.specs import TrialSpec
+
+    base = TrialSpec()
+    no_graphs = TrialSpec.model_validate({"train": {"cuda_graphs": False}})
+    assert base.spec_hash() == no_graphs.spec_hash()
+    assert no_graphs.model_dump()["train"]["cuda_graphs"] is False
+    assert "cuda_graphs" not in base.canonical_json()
+    assert base.spec_hash() != TrialSpec.model_validate({"train": {"compile": True}}).spec_hash()
+
+
 def test_bare_kind_strings_and_explicit_fields_override_the_preset():
     spec = ModelSpec(preset="fox_pro", attention={"qk_norm": "none", "rope": "rope"})
     assert spec.attention.qk_norm.kind == "none" and spec.attention.rope.kind == "rope"
