@@ -116,6 +116,12 @@ def _forward(q, k, v, c, sm_scale, cfg: KernelConfig):
     return o, lse
 
 
+def _forward_gated(q, k, v, log_f, sm_scale, cfg: KernelConfig):
+    """The gate's cumsum, then the forward: -> o, lse, c (None without a gate)."""
+    c = None if log_f is None else gate_cumsum(log_f)
+    return (*_forward(q, k, v, c, sm_scale, cfg), c)
+
+
 def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
     """-> dq, dk, dv, and d log f (B, T, H) over (B, H, T) memory (None without a gate)."""
     B, T, H, D = q.shape
@@ -159,8 +165,7 @@ def _config_from(ints: list[int]) -> KernelConfig:
 def _fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_f: torch.Tensor | None, sm_scale: float,
             config: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """-> o (B, T, H, D), lse (B * H, T) fp32, c = cumsum(log f) (B * H, T) fp32 (empty without a gate)."""
-    c = None if log_f is None else gate_cumsum(log_f)
-    o, lse = _forward(q, k, v, c, sm_scale, _config_from(config))
+    o, lse, c = _forward_gated(q, k, v, log_f, sm_scale, _config_from(config))
     return o, lse, (q.new_empty(0, dtype=torch.float32) if c is None else c)
 
 
@@ -230,8 +235,7 @@ class _EagerAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, log_f, sm_scale, cfg):
-        c = None if log_f is None else gate_cumsum(log_f)
-        o, lse = _forward(q, k, v, c, sm_scale, cfg)
+        o, lse, c = _forward_gated(q, k, v, log_f, sm_scale, cfg)
         ctx.save_for_backward(q, k, v, c, o, lse)
         ctx.sm_scale, ctx.cfg = sm_scale, cfg
         return o

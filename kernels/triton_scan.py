@@ -8,8 +8,9 @@ One program per (batch, head) walks T in chunks, scanning each chunk in register
 the running sum. The sums are taken in fp64 and rounded once to fp32 on the way out: a tree scan in
 fp32 (tl.cumsum's order) rounds each partial sum several times and measured about 4x the error of
 a sequential fp32 cumsum; the fp64 one is exact to the last fp32 digit, at no cost that shows (the
-scan reads B * H * T values, the attention B * H * T * D per key tile). This replaced torch's transpose + cumsum and flip + cumsum + flip +
-add (six launches, three of them copies) around every attention call.
+scan reads B * H * T values, the attention B * H * T * D per key tile). This replaced torch's
+transpose + cumsum and flip + cumsum + flip + add (six launches, three of them copies) around
+every attention call.
 """
 import triton
 import triton.language as tl
