@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 2026-11-30 (third), profile of both 125M trials at the final code (docs/performance.md):
+# Session 2026-11-30 (third), profile of both 125M trials (ran at commit 27c9b46) (docs/performance.md):
 # scripts/profile_step.py on one GPU each, FoX (Pro) with a Chrome trace.
 set -u
 OUT=${OUT:-/tmp/out}
