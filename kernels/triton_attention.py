@@ -14,10 +14,8 @@ from dataclasses import dataclass
 
 import torch
 import triton
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.triton_bwd import dkdv_kernel, dq_kernel
-from kernels.triton_bwd_fused import dkdvq_kernel, dq_out_kernel, prep_kernel
 from kernels.triton_fwd import fwd_kernel
 from kernels.triton_scan import scan_kernel
 
@@ -25,9 +23,6 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Tests set this so that every output the kernels should write starts as NaN: an element left
 # unwritten then fails the comparison instead of passing on leftover memory.
 POISON_OUTPUTS = False
-# The fused backward's dQ reduction: TMA bulk reductions on the GPU (False: per-element atomics,
-# which is what the interpreter runs).
-FUSED_TMA = True
 
 
 def _new(like: torch.Tensor, shape=None, dtype=None) -> torch.Tensor:
@@ -48,9 +43,6 @@ class KernelConfig:
     fwd: TileConfig
     dkdv: TileConfig
     dq: TileConfig
-    # Set: the fused backward (kernels/triton_bwd_fused.py) with this tile (BLOCK_M queries,
-    # BLOCK_N keys per program) instead of the split one's dkdv and dq tiles.
-    fused: TileConfig | None = None
 
 
 # Chosen by measurement on the H200 (kernels/tune.py; kernels/BENCHMARKS.md): per head-dim bucket,
@@ -132,8 +124,6 @@ def _forward_gated(q, k, v, log_f, sm_scale, cfg: KernelConfig):
 
 def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
     """-> dq, dk, dv, and d log f (B, T, H) over (B, H, T) memory (None without a gate)."""
-    if cfg.fused is not None:
-        return _backward_fused(do, q, k, v, c, o, lse, sm_scale, cfg.fused)
     B, T, H, D = q.shape
     params = _launch_params(q)
     has_gate = c is not None
@@ -160,48 +150,15 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
     return dq, dk, dv, _scan(dc_bth, dc, reverse=True).view(B, H, T).transpose(1, 2)
 
 
-def _backward_fused(do, q, k, v, c, o, lse, sm_scale, tile: TileConfig):
-    B, T, H, D = q.shape
-    params = _launch_params(q)
-    block_d = params["BLOCK_D"]
-    has_gate = c is not None
-    delta = _new(lse)
-    dc = _new(lse) if has_gate else lse  # lse: never written without a gate
-    c_arg = c if has_gate else lse
-    dq, dk, dv = _new(q), _new(k), _new(v)
-    dq_acc = _new(q, (B * H, T, block_d), torch.float32)  # zeroed by prep_kernel
-    tma = FUSED_TMA and q.is_cuda and not INTERPRET
-    dq_desc = TensorDescriptor.from_tensor(dq_acc, [1, tile.block_m, block_d]) if tma else dq_acc
-    rows = 64
-    prep_kernel[(triton.cdiv(T, rows), B * H)](
-        o, do, delta, dq_acc, dc, *_strides4(o), *_strides4(do), T, H, HAS_GATE=has_gate, D=D,
-        BLOCK_D=block_d, BLOCK_M=rows, UPCAST=params["UPCAST"],
-    )
-    dkdvq_kernel[(triton.cdiv(T, tile.block_n), B * H)](
-        q, k, v, c_arg, do, lse, delta, dk, dv, dq_acc, dq_desc, dc,
-        *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv),
-        T, H, sm_scale, HAS_GATE=has_gate, TMA=tma, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
-        num_warps=tile.num_warps, num_stages=tile.num_stages, **params,
-    )
-    dq_out_kernel[(triton.cdiv(T, rows), B * H)](dq_acc, dq, *_strides4(dq), T, H, sm_scale, D=D,
-                                                 BLOCK_D=block_d, BLOCK_M=rows)
-    if not has_gate:
-        return dq, dk, dv, None
-    dc_bth = dc.view(B, H, T).transpose(1, 2)
-    return dq, dk, dv, _scan(dc_bth, dc, reverse=True).view(B, H, T).transpose(1, 2)
-
-
 # The kernels are torch.library custom ops, so torch.compile sees one opaque node with known
 # output shapes instead of breaking its graph around Python launch code (two breaks per layer
 # with torch.compiler.disable): what surrounds the attention (norms, gates, shifts) fuses across.
 def _config_ints(cfg: KernelConfig) -> list[int]:
-    fused = dataclasses.astuple(cfg.fused) if cfg.fused is not None else (0, 0, 0, 0)
-    return [*dataclasses.astuple(cfg.fwd), *dataclasses.astuple(cfg.dkdv), *dataclasses.astuple(cfg.dq), *fused]
+    return [*dataclasses.astuple(cfg.fwd), *dataclasses.astuple(cfg.dkdv), *dataclasses.astuple(cfg.dq)]
 
 
 def _config_from(ints: list[int]) -> KernelConfig:
-    fused = TileConfig(*ints[12:16]) if ints[12] else None
-    return KernelConfig(TileConfig(*ints[0:4]), TileConfig(*ints[4:8]), TileConfig(*ints[8:12]), fused)
+    return KernelConfig(TileConfig(*ints[0:4]), TileConfig(*ints[4:8]), TileConfig(*ints[8:12]))
 
 
 @torch.library.custom_op("fox_workbench::forgetting_attention_fwd", mutates_args=())

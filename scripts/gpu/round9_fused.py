@@ -1,6 +1,6 @@
-"""Session 2026-11-30 (fourth), run with the code of the commit that added this script: the fused backward (TMA dQ reduction)
+"""Session 2026-11-30 (fourth), ran at commit f391917 (the kernel was removed after it): the fused backward (TMA dQ reduction)
 against the split one. Correctness against the split backward and fp64 at 1000 tokens, then backward time per
-shape and tile. Results: kernels/results/fused-bwd-h200-2026-11-30.json; the fused kernel was removed after it."""
+shape and tile. Results: kernels/results/fused-bwd-h200-2026-11-30.json."""
 import json
 import os
 import time
