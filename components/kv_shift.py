@@ -9,18 +9,52 @@ from typing import Literal
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from components.registry import BlockDims, ComponentSpec, none_kind, register
 
 none_kind("kv_shift")
 
 
+def _shifted(y: torch.Tensor, by: int) -> torch.Tensor:
+    """y moved along T (dim 1) so that row t holds y_{t - by} (by = +1: the previous token, -1:
+    the next), zeros where that falls outside. Written as an index and a where, not F.pad: both are
+    ops that torch.compile's partitioner may recompute in the backward, a pad is not (it saved the
+    padded copy instead, one more (B, T, H, D) tensor written and read per layer)."""
+    T = y.shape[1]
+    t = torch.arange(T, device=y.device)
+    src = t - by
+    inside = ((src >= 0) & (src < T)).view(1, T, *([1] * (y.dim() - 2)))
+    return torch.where(inside, y[:, src.clamp(0, T - 1)], 0)
+
+
+class _TokenShift(torch.autograd.Function):
+    """The shift with its backward written out from y and the logits: the backward shifts y and
+    the gradient again, which fuses into its pointwise kernels, instead of reading a saved shifted
+    copy of y (docs/performance.md)."""
+
+    @staticmethod
+    def forward(ctx, alpha_logit, y):
+        ctx.save_for_backward(alpha_logit, y)
+        alpha = torch.sigmoid(alpha_logit).unsqueeze(-1)  # (B, T, H, 1)
+        return alpha * _shifted(y, 1) + (1 - alpha) * y
+
+    @staticmethod
+    def backward(ctx, grad):
+        alpha_logit, y = ctx.saved_tensors
+        alpha = torch.sigmoid(alpha_logit).unsqueeze(-1)
+        # out_t = a_t y_{t-1} + (1 - a_t) y_t: y_t reaches out_t and out_{t+1}.
+        d_y = (1 - alpha) * grad + _shifted(alpha * grad, -1)
+        # In fp32 at least: more precise, and twice the size of y, so torch.compile's partitioner keeps
+        # y (a view of the projection's output, kept anyway) rather than saving the difference.
+        acc = torch.promote_types(y.dtype, torch.float32)
+        d_alpha = (grad.to(acc) * (_shifted(y, 1).to(acc) - y.to(acc))).sum(-1, keepdim=True)
+        alpha = alpha.to(acc)
+        return (d_alpha * alpha * (1 - alpha)).squeeze(-1).to(alpha_logit.dtype), d_y.to(y.dtype)
+
+
 def token_shift(alpha_logit: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Mix y (B, T, H, D) with its previous token by alpha = sigmoid(alpha_logit), (B, T, H)."""
-    alpha = torch.sigmoid(alpha_logit).unsqueeze(-1)  # (B, T, H, 1)
-    y_prev = F.pad(y, (0, 0, 0, 0, 1, 0))[:, :-1]  # (B, T, H, D), zeros at t = 0
-    return alpha * y_prev + (1 - alpha) * y
+    return _TokenShift.apply(alpha_logit, y)
 
 
 class KVShift(nn.Module):

@@ -39,6 +39,29 @@ def test_kv_shift_matches_formula():
         assert rel_err(out, expect) < 1e-6
 
 
+def test_kv_shift_gradients_match_autograd_of_the_formula():
+    """The shift's hand-written backward (components/kv_shift.py) against autograd through the
+    per-token formula, in fp64: gradients for the input, the alpha logits and, through them, x."""
+    shift = randomize(build("kv_shift", "kv")).double()
+    x, k, v = (torch.randn(*s, dtype=torch.float64, requires_grad=True) for s in ((B, T, d), (B, T, H, D), (B, T, H, D)))
+    g_k, g_v = torch.randn(B, T, H, D, dtype=torch.float64), torch.randn(B, T, H, D, dtype=torch.float64)
+    k_out, v_out = shift(x, k, v)
+    got = torch.autograd.grad((k_out * g_k).sum() + (v_out * g_v).sum(), (x, k, v))
+
+    def formula(inp, proj):
+        rows = []
+        for t in range(T):
+            alpha = torch.sigmoid(x[:, t] @ proj.weight.T)[..., None]
+            prev = inp[:, t - 1] if t > 0 else torch.zeros_like(inp[:, 0])
+            rows.append(alpha * prev + (1 - alpha) * inp[:, t])
+        return torch.stack(rows, 1)
+
+    loss = (formula(k, shift.k_alpha) * g_k).sum() + (formula(v, shift.v_alpha) * g_v).sum()
+    want = torch.autograd.grad(loss, (x, k, v))
+    for name, a, b in zip(("x", "k", "v"), got, want):
+        assert rel_err(a, b) < 1e-12, name
+
+
 @pytest.mark.parametrize("kind,shifted", [("k", (True, False)), ("v", (False, True))])
 def test_single_shift_kinds_leave_the_other_alone(kind, shifted):
     shift = build("kv_shift", kind)
@@ -93,6 +116,21 @@ def test_rope_matches_formula_and_depends_only_on_offset():
         diag = torch.diagonal(dots, -offset)
         assert torch.allclose(diag, diag[0].expand_as(diag), atol=1e-4)
     assert not torch.allclose(torch.diagonal(dots, 0)[0], torch.diagonal(dots, -1)[0])
+
+
+@pytest.mark.parametrize("kind,act", [("sigmoid", torch.sigmoid), ("silu", F.silu)])
+def test_output_gate_gradients_match_autograd_of_the_formula(kind, act):
+    """The gate's hand-written backward (components/output_gate.py) against autograd through
+    o * act(x W_g^T), in fp64: gradients for o, x and W_g."""
+    gate = randomize(build("output_gate", kind)).double()
+    x = torch.randn(B, T, d, dtype=torch.float64, requires_grad=True)
+    o = torch.randn(B, T, H, D, dtype=torch.float64, requires_grad=True)
+    g_out = torch.randn(B, T, H, D, dtype=torch.float64)
+    got = torch.autograd.grad((gate(x, o) * g_out).sum(), (o, x, gate.proj.weight))
+    want_out = o * act(x @ gate.proj.weight.T).view(B, T, H, D)
+    want = torch.autograd.grad((want_out * g_out).sum(), (o, x, gate.proj.weight))
+    for name, a, b in zip(("o", "x", "W_g"), got, want):
+        assert rel_err(a, b) < 1e-12, name
 
 
 def test_data_dependent_gate_is_logsigmoid_of_a_linear_in_fp32():
