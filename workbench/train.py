@@ -129,7 +129,7 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
             group["lr"] = lr
         with _oom_advice(spec, context, device):
             loss, grad_norm = train_step(step_fn, model, opt, batches, step, spec, autocast)
-        return _Launched(lr, loss, grad_norm)
+            return _Launched.queue(lr, loss, grad_norm)
 
     # The host runs one step ahead of the device: step n + 1 is queued before step n's loss is
     # read, so the reading, reporting and progress bar overlap the GPU's work instead of leaving
@@ -143,7 +143,7 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
             checkpoint is not None and next_ckpt is not None and tokens_after >= next_ckpt)
         ahead = launch(state.step + 1) if not due and state.step + 1 < total_steps else None
         with _oom_advice(spec, context, device):
-            loss = launched.loss.item()  # waits for step n (step n + 1 is queued behind it)
+            loss, grad_norm = launched.read()  # waits for step n only, not for step n + 1
         if not math.isfinite(loss):  # raised before any checkpoint holds the step's update
             raise TrainError(f"the training loss became {loss} at step {state.step} ({state.tokens} tokens)")
         now = time.perf_counter()
@@ -152,7 +152,7 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
         state.tokens = tokens_after
         if state.step > max(1, total_steps // 10):  # leave compilation and warm-up out of the rate
             timed_tokens, timed_seconds = timed_tokens + tokens_per_step, timed_seconds + seconds
-        metrics = {"train_loss": loss, "lr": launched.lr, "grad_norm": float(launched.grad_norm), "step": state.step}
+        metrics = {"train_loss": loss, "lr": launched.lr, "grad_norm": grad_norm, "step": state.step}
         if next_eval is not None and state.tokens >= next_eval:
             metrics["val_loss"] = quick_val_loss(model, data, spec, device, autocast)
             next_eval = _next_multiple(state.tokens, spec.eval_every_tokens)
@@ -172,11 +172,31 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
 
 @dataclass
 class _Launched:
-    """A step queued on the device, not yet read: its lr, and its loss and gradient norm as 0-d
-    tensors."""
+    """A step queued on the device, not yet read: its lr, and its loss and gradient norm on their
+    way to the host. On CUDA they are copied into pinned memory right behind the step, with an
+    event: reading them waits for that step alone. (``.item()`` would queue its copy behind
+    everything launched so far, the next step included, and the GPU would then idle while the
+    host reports and launches the step after.)"""
     lr: float
-    loss: torch.Tensor
-    grad_norm: torch.Tensor
+    values: torch.Tensor  # (loss, grad norm), fp32
+    done: torch.cuda.Event | None
+
+    @classmethod
+    def queue(cls, lr: float, loss: torch.Tensor, grad_norm: torch.Tensor) -> "_Launched":
+        values = torch.stack([loss.detach().float(), grad_norm.detach().float()])
+        if values.device.type != "cuda":
+            return cls(lr, values, None)
+        host = torch.empty(2, dtype=torch.float32, pin_memory=True)
+        host.copy_(values, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        return cls(lr, host, done)
+
+    def read(self) -> tuple[float, float]:
+        if self.done is not None:
+            self.done.synchronize()
+        loss, grad_norm = self.values.tolist()
+        return loss, grad_norm
 
 
 @contextmanager
