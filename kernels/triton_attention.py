@@ -23,6 +23,8 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Tests set this so that every output the kernels should write starts as NaN: an element left
 # unwritten then fails the comparison instead of passing on leftover memory.
 POISON_OUTPUTS = False
+FWD_AHEAD = False  # experiment: the forward's software-pipelined key loop
+DQ_AHEAD = False  # experiment: the same for dq_kernel
 
 
 def _new(like: torch.Tensor, shape=None, dtype=None) -> torch.Tensor:
@@ -111,7 +113,7 @@ def _forward(q, k, v, c, sm_scale, cfg: KernelConfig):
     fwd_kernel[grid](
         q, k, v, c if has_gate else lse, o, lse, *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.fwd.block_m, BLOCK_N=cfg.fwd.block_n,
-        num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, **_launch_params(q),
+        num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, AHEAD=FWD_AHEAD, **_launch_params(q),
     )
     return o, lse
 
@@ -135,7 +137,7 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
         q, k, v, c_arg, o, do, lse, delta, dq, dc,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o), *_strides4(do), *_strides4(dq),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dq.block_m, BLOCK_N=cfg.dq.block_n,
-        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, **params,
+        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, AHEAD=DQ_AHEAD, **params,
     )
     dkdv_kernel[(triton.cdiv(T, cfg.dkdv.block_n), B * H)](
         q, k, v, c_arg, do, lse, delta, dk, dv, dc,

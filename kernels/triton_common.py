@@ -63,7 +63,15 @@ def row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale,
     """(BM, BN) scores of a query tile against a key tile in the log2 domain, decay and mask
     applied: s q.k log2(e), minus the key side of the decay relative to c_ref (or, EXACT, plus
     (c_i - c_j) log2(e) from c_q), -inf above the diagonal and past T when MASKED."""
-    s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
+    return finish_scores(tl.dot(q, tl.trans(k), input_precision=PRECISION), offs_m, cols, C, c_ref, c_q, T,
+                         qk_scale, MASKED, HAS_GATE, EXACT)
+
+
+@triton.jit
+def finish_scores(s, offs_m, cols, C, c_ref, c_q, T, qk_scale,
+                  MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr):
+    """row_scores() from the raw dot q.k (BM, BN)."""
+    s = s * qk_scale
     if HAS_GATE:
         if EXACT:
             s += (c_q[:, None] - load_c(C, cols, T)[None, :]) * LOG2E

@@ -10,7 +10,7 @@ reference/fox.md 1.6) changes only where the loop begins.
 import triton
 import triton.language as tl
 
-from kernels.triton_common import LOG2E, decay_log2, load_c, load_rows, row_scores, store_rows
+from kernels.triton_common import LOG2E, decay_log2, finish_scores, load_c, load_rows, row_scores, store_rows
 
 
 @triton.jit
@@ -37,6 +37,40 @@ def _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, stride_v
 
 
 @triton.jit
+def _fwd_tiles_ahead(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, stride_vt, stride_vd,
+                     c_ref, c_q, T, qk_scale, lo, hi,
+                     HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                     BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+    """The unmasked tiles [lo, hi) (hi > lo), software-pipelined by hand: the next tile's Q K^T is
+    issued before this tile's exponentials, so that the tensor cores can work on it meanwhile."""
+    offs_n = tl.arange(0, BLOCK_N)
+    cols = lo + offs_n
+    k = load_rows(K, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, False)
+    s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale, False, HAS_GATE, EXACT, PRECISION)
+    for start_n in range(lo + BLOCK_N, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        cols_next = start_n + offs_n
+        k_next = load_rows(K, cols_next, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, False)
+        s_next = tl.dot(q, tl.trans(k_next), input_precision=PRECISION)
+        v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, False)
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        m_i = m_new
+        s = finish_scores(s_next, offs_m, cols_next, C, c_ref, c_q, T, qk_scale, False, HAS_GATE, EXACT)
+        cols = cols_next
+    v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, False)
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.math.exp2(s - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+    return acc, m_new, l_i
+
+
+@triton.jit
 def fwd_kernel(Q, K, V, C, O, LSE,
                stride_qb, stride_qt, stride_qh, stride_qd,
                stride_kb, stride_kt, stride_kh, stride_kd,
@@ -45,7 +79,7 @@ def fwd_kernel(Q, K, V, C, O, LSE,
                T, H, sm_scale,
                HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+               UPCAST: tl.constexpr, PRECISION: tl.constexpr, AHEAD: tl.constexpr = False):
     # The last query tiles have the most keys: launching them first leaves short tiles, not long
     # ones, for the end of the grid.
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
@@ -75,9 +109,15 @@ def fwd_kernel(Q, K, V, C, O, LSE,
     lo = 0
     diag = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)
-    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
-                               stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
-                               False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
+    if AHEAD:
+        if diag > lo:
+            acc, m_i, l_i = _fwd_tiles_ahead(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
+                                             stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
+                                             HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
+    else:
+        acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
+                                   stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
+                                   False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
                                stride_vt, stride_vd, c_ref, c_q, T, qk_scale, diag, hi,
                                True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
