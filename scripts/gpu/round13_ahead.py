@@ -1,4 +1,4 @@
-"""Session 2026-11-30 (fourth), at commit COMMIT: the forward and dQ key loops software-pipelined by
+"""Session 2026-11-30 (fourth), at commit f8b963a: the forward and dQ key loops software-pipelined by
 hand (the next tile's Q K^T, and dO V^T, issued before this tile's exponentials: FWD_AHEAD and
 DQ_AHEAD in kernels/triton_attention.py) against the plain loops. Accuracy against fp64 at 1024,
 then kernel times per shape and tile."""
