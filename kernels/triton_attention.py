@@ -23,8 +23,6 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Tests set this so that every output the kernels should write starts as NaN: an element left
 # unwritten then fails the comparison instead of passing on leftover memory.
 POISON_OUTPUTS = False
-FWD_AHEAD = False  # experiment: the forward's software-pipelined key loop
-DQ_AHEAD = False  # experiment: the same for dq_kernel
 
 
 def _new(like: torch.Tensor, shape=None, dtype=None) -> torch.Tensor:
@@ -45,14 +43,17 @@ class KernelConfig:
     fwd: TileConfig
     dkdv: TileConfig
     dq: TileConfig
+    # The forward's unmasked key loop software-pipelined by hand (kernels/triton_fwd.py): faster
+    # with small tiles at short sequences, slower elsewhere (kernels/BENCHMARKS.md).
+    fwd_ahead: bool = False
 
 
 # Chosen by measurement on the H200 (kernels/tune.py; kernels/BENCHMARKS.md): per head-dim bucket,
 # (longest sequence it serves, config) in increasing length.
 H200_CONFIGS: dict[int, tuple[tuple[int, KernelConfig], ...]] = {
     64: (
-        (2048, KernelConfig(TileConfig(128, 64, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 64, 4, 2))),
-        (4096, KernelConfig(TileConfig(128, 64, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(128, 64, 4, 3))),
+        (2048, KernelConfig(TileConfig(64, 64, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 64, 4, 2), True)),
+        (4096, KernelConfig(TileConfig(64, 64, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(128, 64, 4, 3), True)),
         (1 << 62, KernelConfig(TileConfig(64, 128, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 128, 4, 3))),
     ),
     128: (
@@ -113,7 +114,7 @@ def _forward(q, k, v, c, sm_scale, cfg: KernelConfig):
     fwd_kernel[grid](
         q, k, v, c if has_gate else lse, o, lse, *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.fwd.block_m, BLOCK_N=cfg.fwd.block_n,
-        num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, AHEAD=FWD_AHEAD, **_launch_params(q),
+        num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, AHEAD=cfg.fwd_ahead, **_launch_params(q),
     )
     return o, lse
 
@@ -137,7 +138,7 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
         q, k, v, c_arg, o, do, lse, delta, dq, dc,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o), *_strides4(do), *_strides4(dq),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dq.block_m, BLOCK_N=cfg.dq.block_n,
-        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, AHEAD=DQ_AHEAD, **params,
+        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, **params,
     )
     dkdv_kernel[(triton.cdiv(T, cfg.dkdv.block_n), B * H)](
         q, k, v, c_arg, do, lse, delta, dk, dv, dc,
@@ -156,11 +157,12 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
 # output shapes instead of breaking its graph around Python launch code (two breaks per layer
 # with torch.compiler.disable): what surrounds the attention (norms, gates, shifts) fuses across.
 def _config_ints(cfg: KernelConfig) -> list[int]:
-    return [*dataclasses.astuple(cfg.fwd), *dataclasses.astuple(cfg.dkdv), *dataclasses.astuple(cfg.dq)]
+    return [*dataclasses.astuple(cfg.fwd), *dataclasses.astuple(cfg.dkdv), *dataclasses.astuple(cfg.dq),
+            int(cfg.fwd_ahead)]
 
 
 def _config_from(ints: list[int]) -> KernelConfig:
-    return KernelConfig(TileConfig(*ints[0:4]), TileConfig(*ints[4:8]), TileConfig(*ints[8:12]))
+    return KernelConfig(TileConfig(*ints[0:4]), TileConfig(*ints[4:8]), TileConfig(*ints[8:12]), bool(ints[12]))
 
 
 @torch.library.custom_op("fox_workbench::forgetting_attention_fwd", mutates_args=())

@@ -22,7 +22,7 @@ decay)), each side relative to one reference per program (kernels/triton_common.
 import triton
 import triton.language as tl
 
-from kernels.triton_common import LOG2E, decay_log2, finish_scores, load_c, load_rows, row_scores, store_rows
+from kernels.triton_common import LOG2E, decay_log2, load_c, load_rows, row_scores, store_rows
 
 
 @triton.jit
@@ -145,42 +145,6 @@ def _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C,
 
 
 @triton.jit
-def _dq_tiles_ahead(dq, drow, q, do, lse, delta, offs_m, K, V, C,
-                    stride_kt, stride_kd, stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, hi,
-                    HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-                    BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
-    """The unmasked tiles [lo, hi) (hi > lo), software-pipelined by hand: the next tile's S and dP
-    are issued before this tile's exponentials and dS."""
-    offs_n0 = tl.arange(0, BLOCK_N)
-    cols = lo + offs_n0
-    k = load_rows(K, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, False)
-    v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, False)
-    s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale, False, HAS_GATE, EXACT, PRECISION)
-    dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
-    for start_n in range(lo + BLOCK_N, hi, BLOCK_N):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        cols_next = start_n + offs_n0
-        k_next = load_rows(K, cols_next, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, False)
-        v_next = load_rows(V, cols_next, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, False)
-        s_next = tl.dot(q, tl.trans(k_next), input_precision=PRECISION)
-        dp_next = tl.dot(do, tl.trans(v_next), input_precision=PRECISION)
-        p = tl.math.exp2(s - lse[:, None])
-        ds = p * (dp - delta[:, None])
-        dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
-        if HAS_GATE:
-            drow += tl.sum(ds, 1)
-        s = finish_scores(s_next, offs_m, cols_next, C, c_ref, c_q, T, qk_scale, False, HAS_GATE, EXACT)
-        dp = dp_next
-        k = k_next
-    p = tl.math.exp2(s - lse[:, None])
-    ds = p * (dp - delta[:, None])
-    dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
-    if HAS_GATE:
-        drow += tl.sum(ds, 1)
-    return dq, drow
-
-
-@triton.jit
 def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC,
               stride_qb, stride_qt, stride_qh, stride_qd,
               stride_kb, stride_kt, stride_kh, stride_kd,
@@ -191,7 +155,7 @@ def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC,
               T, H, sm_scale,
               HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              UPCAST: tl.constexpr, PRECISION: tl.constexpr, AHEAD: tl.constexpr = False):
+              UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # the longest rows of tiles first
     bh = tl.program_id(1)
     b = bh // H
@@ -224,15 +188,9 @@ def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC,
     lo = 0
     diag = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)
-    if AHEAD:
-        if diag > lo:
-            dq, drow = _dq_tiles_ahead(dq, drow, q, do, lse, delta, offs_m, K, V, C, stride_kt, stride_kd,
-                                       stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
-                                       HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
-    else:
-        dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, stride_kt, stride_kd,
-                             stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
-                             False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
+    dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, stride_kt, stride_kd,
+                         stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
+                         False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
     dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, stride_kt, stride_kd,
                          stride_vt, stride_vd, c_ref, c_q, T, qk_scale, diag, hi,
                          True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)

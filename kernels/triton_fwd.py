@@ -3,14 +3,32 @@
 One program per (query tile, batch * head). Scores are s q.k * log2(e) minus the key side of the
 decay bias (kernels/triton_common.py: the query side only shifts a row, so it goes into the stored
 log-sum-exp; ``EXACT``, for fp32 inputs, adds (c_i - c_j) per element instead, which costs three
-more operations per score and keeps fp32's precision when c changes fast within a tile); the key loop runs over [lo, hi) in two parts, full tiles below the diagonal then the
-masked diagonal tiles, so a per-tile start index ``lo`` (adaptive computation pruning,
-reference/fox.md 1.6) changes only where the loop begins.
+more operations per score and keeps fp32's precision when c changes fast within a tile). The key
+loop runs over [lo, hi) in two parts, full tiles below the diagonal then the masked diagonal
+tiles, so a per-tile start index ``lo`` (adaptive computation pruning, reference/fox.md 1.6)
+changes only where the loop begins.
+
+With ``AHEAD`` (KernelConfig.fwd_ahead) the unmasked part is software-pipelined by hand: the next
+tile's Q K^T is issued before this tile's exponentials, which Triton's own pipelining on sm_90
+does not do. On the H200 that made the forward 4-5% faster with (64, 64) tiles up to 4096 tokens,
+and slower with larger tiles and longer sequences (two score tiles live at once), so the tile
+table turns it on there only (kernels/BENCHMARKS.md).
 """
 import triton
 import triton.language as tl
 
 from kernels.triton_common import LOG2E, decay_log2, finish_scores, load_c, load_rows, row_scores, store_rows
+
+
+@triton.jit
+def _online_softmax(acc, m_i, l_i, s, v, PRECISION: tl.constexpr):
+    """One key tile of the online softmax: scores s (BM, BN) in the log2 domain, values v (BN, D)."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.math.exp2(s - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+    return acc, m_new, l_i
 
 
 @triton.jit
@@ -27,12 +45,7 @@ def _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, stride_v
         v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, MASKED)
         s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale,
                        MASKED, HAS_GATE, EXACT, PRECISION)  # (BM, BN)
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.math.exp2(s - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        m_i = m_new
+        acc, m_i, l_i = _online_softmax(acc, m_i, l_i, s, v, PRECISION)
     return acc, m_i, l_i
 
 
@@ -41,8 +54,8 @@ def _fwd_tiles_ahead(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, st
                      c_ref, c_q, T, qk_scale, lo, hi,
                      HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                      BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
-    """The unmasked tiles [lo, hi) (hi > lo), software-pipelined by hand: the next tile's Q K^T is
-    issued before this tile's exponentials, so that the tensor cores can work on it meanwhile."""
+    """The unmasked tiles [lo, hi), hi > lo, software-pipelined by hand: each step issues the next
+    tile's Q K^T before this tile's exponentials, so the tensor cores have work while they run."""
     offs_n = tl.arange(0, BLOCK_N)
     cols = lo + offs_n
     k = load_rows(K, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, False)
@@ -53,21 +66,11 @@ def _fwd_tiles_ahead(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, st
         k_next = load_rows(K, cols_next, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, False)
         s_next = tl.dot(q, tl.trans(k_next), input_precision=PRECISION)
         v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, False)
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.math.exp2(s - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        m_i = m_new
+        acc, m_i, l_i = _online_softmax(acc, m_i, l_i, s, v, PRECISION)
         s = finish_scores(s_next, offs_m, cols_next, C, c_ref, c_q, T, qk_scale, False, HAS_GATE, EXACT)
         cols = cols_next
     v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, False)
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    p = tl.math.exp2(s - m_new[:, None])
-    alpha = tl.math.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-    return acc, m_new, l_i
+    return _online_softmax(acc, m_i, l_i, s, v, PRECISION)
 
 
 @triton.jit
@@ -79,7 +82,7 @@ def fwd_kernel(Q, K, V, C, O, LSE,
                T, H, sm_scale,
                HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               UPCAST: tl.constexpr, PRECISION: tl.constexpr, AHEAD: tl.constexpr = False):
+               UPCAST: tl.constexpr, PRECISION: tl.constexpr, AHEAD: tl.constexpr):
     # The last query tiles have the most keys: launching them first leaves short tiles, not long
     # ones, for the end of the grid.
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
@@ -106,6 +109,7 @@ def fwd_kernel(Q, K, V, C, O, LSE,
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     # Keys [lo, diag) need no mask; [diag, hi) straddle the diagonal or the end of the sequence.
+    # AHEAD (KernelConfig.fwd_ahead): the unmasked part software-pipelined.
     lo = 0
     diag = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)

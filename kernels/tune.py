@@ -28,7 +28,8 @@ import torch
 from kernels import triton_attention as ta
 from kernels.bench import SHAPES
 
-FWD_SPACE = list(itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4)))
+# (BLOCK_M, BLOCK_N, warps, stages), and for the forward whether its loop runs ahead (fwd_ahead)
+FWD_SPACE = list(itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4), (False, True)))
 DKDV_SPACE = list(itertools.product((32, 64, 128), (64, 128), (4, 8), (2, 3, 4)))
 DQ_SPACE = list(itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4)))
 # The 125M presets' attention at context 4096 (studies/throughput/): batch 8, 12 heads of 64.
@@ -36,19 +37,24 @@ TRAIN_SHAPES = [(8, 12, 4096, 64)]
 
 
 def install(table: dict) -> None:
-    """table: {head_dim: [[longest N, {"fwd": tile, "dkdv": tile, "dq": tile}], ...]}."""
+    """table: {head_dim: [[longest N, {"fwd": tile + [ahead], "dkdv": tile, "dq": tile}], ...]}."""
     for d, rows in table.items():
         ta.H200_CONFIGS[int(d)] = tuple((int(n), _config(c)) for n, c in rows)
 
 
 def _config(c: dict) -> ta.KernelConfig:
-    return ta.KernelConfig(*(ta.TileConfig(*c[p]) for p in ("fwd", "dkdv", "dq")))
+    fwd = list(c["fwd"]) + [False]  # tables written before fwd_ahead have 4 entries
+    return ta.KernelConfig(ta.TileConfig(*fwd[:4]), ta.TileConfig(*c["dkdv"]), ta.TileConfig(*c["dq"]), bool(fwd[4]))
+
+
+def _with_fwd(base: ta.KernelConfig, t) -> ta.KernelConfig:
+    return dataclasses.replace(base, fwd=ta.TileConfig(*t[:4]), fwd_ahead=bool(t[4]))
 
 
 def _candidates(d: int, n: int) -> list[ta.KernelConfig]:
     """Every config the search below will time for head dim d (compiled ahead in parallel)."""
     base = ta.default_config(d, n)
-    out = [dataclasses.replace(base, fwd=ta.TileConfig(*t)) for t in FWD_SPACE]
+    out = [_with_fwd(base, t) for t in FWD_SPACE]
     out += [dataclasses.replace(base, dkdv=ta.TileConfig(*t)) for t in DKDV_SPACE]
     out += [dataclasses.replace(base, dq=ta.TileConfig(*t)) for t in DQ_SPACE]
     return out
@@ -110,7 +116,7 @@ def tune_shape(B, H, N, D, search: bool = True) -> dict:
     label = f"{B},{H},{N},{D}"
 
     def best(space, make, run, what, factor):
-        timed = sorted((_time(lambda: run(make(ta.TileConfig(*t)))), t) for t in space)
+        timed = sorted((_time(lambda: run(make(t))), t) for t in space)
         for ms, tile in timed[:3]:
             print(f"  {label} {what:<6} {tile}  {ms:.3f} ms  {factor * flops / ms / 1e9:.0f} TFLOP/s", flush=True)
         return timed[0]
@@ -119,14 +125,16 @@ def tune_shape(B, H, N, D, search: bool = True) -> dict:
     run_bwd = lambda cfg: ta._backward(do, q, k, v, c, o, lse, scale, cfg)  # noqa: E731
     if not search:
         return _report(label, flops, base, _time(lambda: run_fwd(base)), _time(lambda: run_bwd(base)))
-    fwd_ms, fwd = best(FWD_SPACE, lambda t: dataclasses.replace(base, fwd=t), run_fwd, "fwd", 1.0)
-    _, dkdv = best(DKDV_SPACE, lambda t: dataclasses.replace(base, dkdv=t), run_bwd, "dkdv", 2.5)
-    bwd_ms, dq = best(DQ_SPACE, lambda t: dataclasses.replace(base, dkdv=ta.TileConfig(*dkdv), dq=t), run_bwd, "bwd", 2.5)
+    fwd_ms, fwd = best(FWD_SPACE, lambda t: _with_fwd(base, t), run_fwd, "fwd", 1.0)
+    _, dkdv = best(DKDV_SPACE, lambda t: dataclasses.replace(base, dkdv=ta.TileConfig(*t)), run_bwd, "dkdv", 2.5)
+    bwd_ms, dq = best(DQ_SPACE, lambda t: dataclasses.replace(base, dkdv=ta.TileConfig(*dkdv), dq=ta.TileConfig(*t)),
+                      run_bwd, "bwd", 2.5)
     return _report(label, flops, _config({"fwd": fwd, "dkdv": dkdv, "dq": dq}), fwd_ms, bwd_ms)
 
 
 def _report(label, flops, cfg, fwd_ms, bwd_ms) -> dict:
     chosen = {p: dataclasses.astuple(getattr(cfg, p)) for p in ("fwd", "dkdv", "dq")}
+    chosen["fwd"] += (cfg.fwd_ahead,)
     print(f"  {label} chosen {chosen}: fwd {flops / fwd_ms / 1e9:.0f}, bwd {2.5 * flops / bwd_ms / 1e9:.0f}, "
           f"fwd+bwd about {3.5 * flops / (fwd_ms + bwd_ms) / 1e9:.0f} TFLOP/s", flush=True)
     return {"config": chosen, "fwd_ms": fwd_ms, "bwd_ms": bwd_ms}

@@ -1,5 +1,7 @@
 """The Triton kernel against the naive reference: forward and all four gradients, at awkward
 sizes, under the interpreter on CPU (on a GPU machine the same tests run on CUDA)."""
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -54,6 +56,24 @@ def test_forward_and_gradients_match_the_reference(T, D, dtype, gate):
     tol, floor = TOL[dtype]
     close(out, ref[0], tol, floor)
     for name, got, want in zip(("dq", "dk", "dv", "dlog_f"), grads, ref[1:]):
+        close(got, want, tol, floor)
+
+
+@pytest.mark.parametrize("T,D,gate", [(17, 16, "weak"), (100, 64, "strong"), (257, 32, "weak"), (100, 48, "none")])
+def test_forward_run_ahead_matches_the_reference(T, D, gate):
+    """KernelConfig.fwd_ahead: the forward's key loop software-pipelined by hand (the next tile's
+    Q K^T issued before this tile's softmax), forward and all gradients."""
+    q, k, v, log_f = inputs(T, D, torch.float32, gate)
+    cfg = dataclasses.replace(ta.default_config(D, T), fwd_ahead=True)
+    assert ta._config_from(ta._config_ints(cfg)) == cfg  # as the custom op passes it
+    out = ta.forgetting_attention_triton(q, k, v, log_f, config=cfg)
+    do = torch.randn_like(out)
+    wrt = (q, k, v) if log_f is None else (q, k, v, log_f)
+    grads = torch.autograd.grad(out, wrt, do)
+    ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(),
+                                             None if log_f is None else log_f.detach(), do, chunk=64)
+    tol, floor = TOL[torch.float32]
+    for got, want in zip((out, *grads), ref):
         close(got, want, tol, floor)
 
 
