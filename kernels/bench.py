@@ -136,7 +136,11 @@ def main(argv=None):
     if args.configs:
         from kernels import tune
 
-        tune.install(json.loads(Path(args.configs).read_text())["table"])
+        written = json.loads(Path(args.configs).read_text())
+        if "table" not in written:
+            raise SystemExit(f"--configs {args.configs}: written by a search of some shapes (--shapes), "
+                             "it has no table to install; run kernels.tune without --shapes")
+        tune.install(written["table"])
     gated = peer_kernels(Path(args.peers))
     plain = {"SDPA flash (no gate)": sdpa(SDPBackend.FLASH_ATTENTION), "SDPA cuDNN (no gate)": sdpa(SDPBackend.CUDNN_ATTENTION)}
     results = {

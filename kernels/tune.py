@@ -1,6 +1,6 @@
 """Tile-size search for the Triton kernel on the GPU at hand, per benchmark shape.
 
-    python -m kernels.tune [--out tune.json] [--jobs 12] [--quick]
+    python -m kernels.tune [--out tune.json] [--jobs 12] [--quick] [--shapes B,H,N,D ...]
 
 For each (B, H, N, D) of kernels.bench.SHAPES and the 125M training shape it times every forward
 tile config, then the backward (every dK/dV config with dQ at its default, then every dQ config
@@ -10,7 +10,9 @@ are compiled first by ``--jobs`` processes in parallel (Triton's disk cache then
 process), since compiling one by one takes longer than timing. Writes the per-shape results and
 a table by sequence length (the winner at each benchmarked N serves lengths up to N, the longest
 one everything beyond) that ``install`` puts into kernels.triton_attention.H200_CONFIGS; the
-committed table is copied from such a run, recorded in kernels/BENCHMARKS.md.
+committed table is copied from such a run, recorded in kernels/BENCHMARKS.md. ``--shapes`` searches
+only the shapes named (a few minutes of GPU time for one shape instead of all six): its JSON has
+the per-shape winners but no table, since a table from some lengths would drop the others' rows.
 """
 from __future__ import annotations
 
@@ -84,9 +86,19 @@ def _compile(args) -> int:
     return done
 
 
-def precompile(jobs: int) -> None:
+def parse_shape(text: str) -> tuple[int, int, int, int]:
+    """'B,H,N,D' -> (B, H, N, D)."""
+    try:
+        shape = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        shape = ()
+    if len(shape) != 4 or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"--shapes: {text!r} is not B,H,N,D (four positive integers, e.g. 8,12,4096,64)")
+    return shape
+
+
+def precompile(jobs: int, shapes: list) -> None:
     work = []
-    shapes = SHAPES + TRAIN_SHAPES
     for H, D in {(H, D) for _, H, _, D in shapes}:
         cfgs = list(dict.fromkeys(c for _, h, n, d in shapes if (h, d) == (H, D) for c in _candidates(D, n)))
         work += [(H, D, cfgs[i::jobs]) for i in range(jobs)]
@@ -156,14 +168,19 @@ def main(argv=None):
     ap.add_argument("--out", default="tune.json")
     ap.add_argument("--jobs", type=int, default=12, help="processes compiling configs ahead of timing")
     ap.add_argument("--quick", action="store_true", help="no search: time the installed configs")
+    ap.add_argument("--shapes", nargs="+", type=parse_shape, metavar="B,H,N,D",
+                    help="only these shapes (default: the benchmark's and the 125M training shape); no table")
     args = ap.parse_args(argv)
+    shapes = args.shapes or SHAPES + TRAIN_SHAPES
     if args.jobs > 1 and not args.quick:
-        precompile(args.jobs)
-    per_shape = {",".join(map(str, s)): tune_shape(*s, search=not args.quick) for s in SHAPES + TRAIN_SHAPES}
-    out = {"per_shape": per_shape, "table": length_table(per_shape),
+        precompile(args.jobs, shapes)
+    per_shape = {",".join(map(str, s)): tune_shape(*s, search=not args.quick) for s in shapes}
+    out = {"per_shape": per_shape,
            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__}
+    if not args.shapes:
+        out["table"] = length_table(per_shape)
     Path(args.out).write_text(json.dumps(out, indent=1))
-    print(json.dumps(out["table"]))
+    print(json.dumps(out.get("table", per_shape)))
 
 
 if __name__ == "__main__":
