@@ -87,9 +87,11 @@ def main(argv=None):
     tokens = spec.batch_size * spec.grad_accum * data.context
     activity = torch.profiler.ProfilerActivity.CUDA if device.type == "cuda" else torch.profiler.ProfilerActivity.CPU
     kind = torch.autograd.DeviceType.CUDA if device.type == "cuda" else torch.autograd.DeviceType.CPU
+    # Step numbers continue from the timed ones: each step's batches were prefetched by the last.
+    first = args.warmup + 10
     with torch.profiler.profile(activities=[activity]) as prof:
         for i in range(args.steps):
-            step(100 + i)
+            step(first + i)
         sync()
     per_kernel = defaultdict(float)
     for ev in prof.events():
@@ -109,7 +111,7 @@ def main(argv=None):
     if args.trace:
         activities = [torch.profiler.ProfilerActivity.CPU] + ([activity] if device.type == "cuda" else [])
         with torch.profiler.profile(activities=activities) as traced:
-            step(200)
+            step(first + args.steps)
             sync()
         raw = Path(args.trace).with_suffix(".tmp.json")
         traced.export_chrome_trace(str(raw))
