@@ -17,6 +17,7 @@ def forgetting_attention(
     *,
     scale: float | None = None,
     backend: str = "auto",
+    log_pruning_tolerance: float | None = None,
 ) -> torch.Tensor:
     """Causal softmax attention with a forget gate.
 
@@ -24,7 +25,15 @@ def forgetting_attention(
     plain causal attention. ``backend``: ``auto`` (Triton on CUDA, the reference on CPU),
     ``triton`` (forced; on CPU tensors it needs TRITON_INTERPRET=1) or ``reference``.
     Returns (B, T, H, D) in q's dtype.
+
+    ``log_pruning_tolerance`` (ln eps, e.g. -10; None = off): adaptive computation pruning
+    (kernels/pruning.py, reference/fox.md 1.6). The Triton kernel skips the tiles whose decay makes
+    them negligible; each row loses less than eps of its attention mass. It assumes log f <= 0 (a
+    forget gate: f in (0, 1]). The reference backend always computes every entry (error 0 <= eps).
     """
+    from kernels.pruning import check_tolerance
+
+    check_tolerance(log_pruning_tolerance)
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}; allowed: {', '.join(BACKENDS)}")
     if q.ndim != 4 or k.shape != q.shape or v.shape != q.shape:
@@ -43,7 +52,7 @@ def forgetting_attention(
     if backend == "triton" or (backend == "auto" and q.is_cuda):
         from kernels.triton_attention import forgetting_attention_triton
 
-        return forgetting_attention_triton(q, k, v, log_f, scale=scale)
+        return forgetting_attention_triton(q, k, v, log_f, scale=scale, log_pruning_tolerance=log_pruning_tolerance)
     return forgetting_attention_naive(q, k, v, log_f, scale=scale)
 
 

@@ -9,6 +9,13 @@ SDPA's flash and cuDNN backends (no gate), FlexAttention with a forget-gate scor
 flash-linear-attention's parallel_forgetting_attn and the official FoX kernel (both from --peers,
 never from this repository). Every gated kernel is first checked against an fp64 reference.
 Prints a table and writes JSON.
+
+Two rows run with adaptive computation pruning (reference/fox.md 1.6) at ln eps = -10: ours
+(``log_pruning_tolerance``) and the official kernel (``adaptive_threshold="auto"``, the same
+threshold formula). Their TFLOP/s are effective: the full causal FLOPs over the time taken, while
+they compute only the tiles the gates leave non-negligible; for ours the JSON records the share of
+the causal key positions its forward visited (``kept_fraction``). The inputs' gates,
+log f = logsigmoid(randn + 3), about -0.05 per token, are those of anchors.md.
 """
 from __future__ import annotations
 
@@ -23,18 +30,35 @@ import torch
 import torch.nn.functional as F
 
 SHAPES = [(8, 16, 2048, 64), (2, 16, 8192, 64), (1, 16, 16384, 64), (8, 8, 2048, 128), (1, 8, 16384, 128)]
+LOG_EPS = -10.0
+PRUNED = "ours, ACP"
+
+
+def kept_fraction(q, k, log_f) -> float:
+    """Share of the causal key positions our pruned forward visits on these inputs."""
+    from kernels import pruning
+    from kernels.triton_attention import default_config, gate_cumsum
+
+    D, T = q.shape[-1], q.shape[1]
+    cfg = default_config(D, T)
+    with torch.no_grad():
+        starts = pruning.key_starts(gate_cumsum(log_f), pruning.threshold(q, k, D**-0.5, LOG_EPS),
+                                    cfg.fwd.block_m, cfg.fwd.block_n)
+    return pruning.kept_fraction(starts, T, cfg.fwd.block_m)
 
 
 def peer_kernels(peers: Path) -> dict:
     """name -> (fn(q, k, v, log_f) on (B, T, H, D) inputs, needs_gate)."""
     from kernels.triton_attention import forgetting_attention_triton
 
-    found = {"ours": forgetting_attention_triton}
+    found = {"ours": forgetting_attention_triton,
+             PRUNED: lambda q, k, v, g: forgetting_attention_triton(q, k, v, g, log_pruning_tolerance=LOG_EPS)}
     if (peers / "fox_official").is_dir():
         sys.path.insert(0, str(peers / "fox_official"))
         from forgetting_attention import forgetting_attention as fox  # the official kernel
 
         found["official FoX"] = lambda q, k, v, g: fox(q, k, v, g)
+        found["official FoX, ACP"] = lambda q, k, v, g: fox(q, k, v, g, adaptive_threshold="auto")
     if (peers / "fla").is_dir():
         sys.path.insert(0, str(peers / "fla"))
         from fla.ops.forgetting_attn import parallel_forgetting_attn
@@ -162,7 +186,10 @@ def main(argv=None):
             layout = "bhtd" if name in plain else "bthd"
             row = {"kernel": name, "B": B, "H": H, "N": N, "D": D}
             try:
-                fwd_ms, fb_ms, peak = measure(fn, make_inputs(B, H, N, D, layout))
+                inputs = make_inputs(B, H, N, D, layout)
+                if name == PRUNED:
+                    row["kept_fraction"] = kept_fraction(*inputs)
+                fwd_ms, fb_ms, peak = measure(fn, inputs)
                 row.update(fwd_ms=fwd_ms, fwd_bwd_ms=fb_ms, fwd_tflops=flops / fwd_ms / 1e9,
                            fwd_bwd_tflops=3.5 * flops / fb_ms / 1e9, peak_mib=peak)
             except Exception as e:
@@ -181,13 +208,15 @@ def print_table(results):
         for k, r in results["accuracy_vs_fp64"].items()))
     shapes = sorted({(r["B"], r["H"], r["N"], r["D"]) for r in results["runs"]}, key=SHAPES.index)
     kernels = list(dict.fromkeys(r["kernel"] for r in results["runs"]))
-    print("TFLOP/s fwd / fwd+bwd (peak MiB)")
+    print("TFLOP/s fwd / fwd+bwd (peak MiB); ACP rows: effective, [share of causal keys visited]")
     print(f"{'kernel':<26}" + "".join(f"{','.join(map(str, s)):>26}" for s in shapes))
     for k in kernels:
         cells = []
         for s in shapes:
             r = next(r for r in results["runs"] if r["kernel"] == k and (r["B"], r["H"], r["N"], r["D"]) == s)
-            cells.append("error" if "error" in r else f"{r['fwd_tflops']:.0f} / {r['fwd_bwd_tflops']:.0f} ({r['peak_mib']:.0f})")
+            kept = f" [{r['kept_fraction']:.2f}]" if "kept_fraction" in r else ""
+            cells.append("error" if "error" in r else
+                         f"{r['fwd_tflops']:.0f} / {r['fwd_bwd_tflops']:.0f} ({r['peak_mib']:.0f}){kept}")
         print(f"{k:<26}" + "".join(f"{c:>26}" for c in cells))
 
 

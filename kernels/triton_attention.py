@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 import triton
 
+from kernels import pruning
 from kernels.triton_bwd import dkdv_kernel, dq_kernel
 from kernels.triton_fwd import fwd_kernel
 from kernels.triton_scan import scan_kernel
@@ -104,47 +105,63 @@ def _launch_params(q: torch.Tensor):
     return dict(D=D, BLOCK_D=block_d, UPCAST=interpret, PRECISION=precision, EXACT=q.dtype == torch.float32)
 
 
-def _forward(q, k, v, c, sm_scale, cfg: KernelConfig):
-    """c: gate_cumsum(log f), or None without a gate. -> o, lse (B * H, T) fp32 in log2 units."""
+def _forward(q, k, v, c, sm_scale, cfg: KernelConfig, prune: torch.Tensor | None = None):
+    """c: gate_cumsum(log f), or None without a gate; prune: the pruning threshold per (batch,
+    head) (kernels/pruning.py), or None. -> o, lse (B * H, T) fp32 in log2 units."""
     B, T, H, D = q.shape
     o = _new(q)
     lse = _new(q, (B * H, T), torch.float32)
     has_gate = c is not None
+    starts = pruning.key_starts(c, prune, cfg.fwd.block_m, cfg.fwd.block_n) if prune is not None else lse
     grid = (triton.cdiv(T, cfg.fwd.block_m), B * H)
     fwd_kernel[grid](
-        q, k, v, c if has_gate else lse, o, lse, *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o),
+        q, k, v, c if has_gate else lse, o, lse, starts,
+        *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.fwd.block_m, BLOCK_N=cfg.fwd.block_n,
-        num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, AHEAD=cfg.fwd_ahead, **_launch_params(q),
+        num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, AHEAD=cfg.fwd_ahead, PRUNE=prune is not None,
+        **_launch_params(q),
     )
     return o, lse
 
 
-def _forward_gated(q, k, v, log_f, sm_scale, cfg: KernelConfig):
-    """The gate's cumsum, then the forward: -> o, lse, c (None without a gate)."""
+def _prune_threshold(q, k, log_f, sm_scale, log_eps: float | None) -> torch.Tensor | None:
+    """Pruning needs a gate to decay by; without one (or without a tolerance) nothing is skipped."""
+    if log_eps is None or log_f is None:
+        return None
+    return pruning.threshold(q, k, sm_scale, log_eps)
+
+
+def _forward_gated(q, k, v, log_f, sm_scale, cfg: KernelConfig, log_eps: float | None = None):
+    """The gate's cumsum, then the forward: -> o, lse, c (None without a gate), prune threshold (or None)."""
     c = None if log_f is None else gate_cumsum(log_f)
-    return (*_forward(q, k, v, c, sm_scale, cfg), c)
+    prune = _prune_threshold(q, k, log_f, sm_scale, log_eps)
+    return (*_forward(q, k, v, c, sm_scale, cfg, prune), c, prune)
 
 
-def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig):
-    """-> dq, dk, dv, and d log f (B, T, H) over (B, H, T) memory (None without a gate)."""
+def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.Tensor | None = None):
+    """-> dq, dk, dv, and d log f (B, T, H) over (B, H, T) memory (None without a gate). prune: the
+    forward's pruning threshold, or None."""
     B, T, H, D = q.shape
     params = _launch_params(q)
     has_gate = c is not None
+    prune = prune if has_gate else None
     delta = _new(lse)
     dc = _new(lse) if has_gate else lse  # lse: never written without a gate
     c_arg = c if has_gate else lse
     dq, dk, dv = _new(q), _new(k), _new(v)
+    starts = pruning.key_starts(c, prune, cfg.dq.block_m, cfg.dq.block_n) if prune is not None else lse
     dq_kernel[(triton.cdiv(T, cfg.dq.block_m), B * H)](
-        q, k, v, c_arg, o, do, lse, delta, dq, dc,
+        q, k, v, c_arg, o, do, lse, delta, dq, dc, starts,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o), *_strides4(do), *_strides4(dq),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dq.block_m, BLOCK_N=cfg.dq.block_n,
-        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, **params,
+        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, PRUNE=prune is not None, **params,
     )
+    stops = pruning.query_stops(c, prune, cfg.dkdv.block_m, cfg.dkdv.block_n) if prune is not None else lse
     dkdv_kernel[(triton.cdiv(T, cfg.dkdv.block_n), B * H)](
-        q, k, v, c_arg, do, lse, delta, dk, dv, dc,
+        q, k, v, c_arg, do, lse, delta, dk, dv, dc, stops,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dkdv.block_m, BLOCK_N=cfg.dkdv.block_n,
-        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, **params,
+        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, PRUNE=prune is not None, **params,
     )
     if not has_gate:
         return dq, dk, dv, None
@@ -167,31 +184,37 @@ def _config_from(ints: list[int]) -> KernelConfig:
 
 @torch.library.custom_op("fox_workbench::forgetting_attention_fwd", mutates_args=())
 def _fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_f: torch.Tensor | None, sm_scale: float,
-            config: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """-> o (B, T, H, D), lse (B * H, T) fp32, c = cumsum(log f) (B * H, T) fp32 (empty without a gate)."""
-    o, lse, c = _forward_gated(q, k, v, log_f, sm_scale, _config_from(config))
-    return o, lse, (q.new_empty(0, dtype=torch.float32) if c is None else c)
+            config: list[int], log_eps: float | None = None
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """-> o (B, T, H, D), lse (B * H, T) fp32, c = cumsum(log f) (B * H, T) fp32 (empty without a
+    gate), the pruning threshold (B * H,) fp32 (empty without pruning)."""
+    o, lse, c, prune = _forward_gated(q, k, v, log_f, sm_scale, _config_from(config), log_eps)
+    empty = q.new_empty(0, dtype=torch.float32)
+    return o, lse, (empty if c is None else c), (empty.clone() if prune is None else prune)
 
 
 @_fwd_op.register_fake
-def _(q, k, v, log_f, sm_scale, config):
+def _(q, k, v, log_f, sm_scale, config, log_eps=None):
     B, T, H, _ = q.shape
+    pruned = log_f is not None and log_eps is not None
     return (q.new_empty(q.shape), q.new_empty(B * H, T, dtype=torch.float32),
-            q.new_empty((0,) if log_f is None else (B * H, T), dtype=torch.float32))
+            q.new_empty((0,) if log_f is None else (B * H, T), dtype=torch.float32),
+            q.new_empty((B * H,) if pruned else (0,), dtype=torch.float32))
 
 
 @torch.library.custom_op("fox_workbench::forgetting_attention_bwd", mutates_args=())
 def _bwd_op(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, c: torch.Tensor, o: torch.Tensor,
-            lse: torch.Tensor, sm_scale: float, config: list[int]
+            lse: torch.Tensor, prune: torch.Tensor, sm_scale: float, config: list[int]
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """-> dq, dk, dv (B, T, H, D), d log f (B, T, H) over (B, H, T) memory (empty without a gate)."""
     gated = c.numel() > 0
-    dq, dk, dv, dlog_f = _backward(do, q, k, v, c if gated else None, o, lse, sm_scale, _config_from(config))
+    dq, dk, dv, dlog_f = _backward(do, q, k, v, c if gated else None, o, lse, sm_scale, _config_from(config),
+                                   prune if prune.numel() > 0 else None)
     return dq, dk, dv, (dlog_f if gated else q.new_empty(0, dtype=torch.float32))
 
 
 @_bwd_op.register_fake
-def _(do, q, k, v, c, o, lse, sm_scale, config):
+def _(do, q, k, v, c, o, lse, prune, sm_scale, config):
     B, T, H, _ = q.shape
     dlog_f = (q.new_empty(0, dtype=torch.float32) if c.numel() == 0
               else torch.empty_strided((B, T, H), (H * T, 1, T), dtype=torch.float32, device=q.device))
@@ -199,24 +222,26 @@ def _(do, q, k, v, c, o, lse, sm_scale, config):
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, log_f, sm_scale, config = inputs
-    o, lse, c = output
-    ctx.save_for_backward(q, k, v, c, o, lse)
+    q, k, v, log_f, sm_scale, config, _log_eps = inputs
+    o, lse, c, prune = output
+    ctx.save_for_backward(q, k, v, c, o, lse, prune)
     ctx.sm_scale, ctx.config, ctx.gated = sm_scale, config, log_f is not None
-    ctx.mark_non_differentiable(lse, c)
+    ctx.mark_non_differentiable(lse, c, prune)
 
 
-def _backward_op(ctx, do, _dlse, _dc):
-    q, k, v, c, o, lse = ctx.saved_tensors
-    dq, dk, dv, dlog_f = _bwd_op(do, q, k, v, c, o, lse, ctx.sm_scale, ctx.config)
-    return dq, dk, dv, (dlog_f if ctx.gated else None), None, None
+def _backward_op(ctx, do, _dlse, _dc, _dprune):
+    q, k, v, c, o, lse, prune = ctx.saved_tensors
+    dq, dk, dv, dlog_f = _bwd_op(do, q, k, v, c, o, lse, prune, ctx.sm_scale, ctx.config)
+    return dq, dk, dv, (dlog_f if ctx.gated else None), None, None, None
 
 
 _fwd_op.register_autograd(_backward_op, setup_context=_setup_context)
 
 
-def forgetting_attention_triton(q, k, v, log_f, *, scale: float | None = None, config: KernelConfig | None = None):
+def forgetting_attention_triton(q, k, v, log_f, *, scale: float | None = None, config: KernelConfig | None = None,
+                                log_pruning_tolerance: float | None = None):
     """See kernels.forgetting_attention. q, k, v: (B, T, H, D); log_f: (B, T, H) fp32 or None."""
+    pruning.check_tolerance(log_pruning_tolerance)
     if q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise ValueError(f"q, k, v must be fp16, bf16 or fp32, got {q.dtype}")
     if not (q.dtype == k.dtype == v.dtype):
@@ -228,8 +253,8 @@ def forgetting_attention_triton(q, k, v, log_f, *, scale: float | None = None, c
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     cfg = config or default_config(q.shape[-1], q.shape[1])
     if torch.compiler.is_compiling():
-        return _fwd_op(q, k, v, log_f, sm_scale, _config_ints(cfg))[0]
-    return _EagerAttention.apply(q, k, v, log_f, sm_scale, cfg)
+        return _fwd_op(q, k, v, log_f, sm_scale, _config_ints(cfg), log_pruning_tolerance)[0]
+    return _EagerAttention.apply(q, k, v, log_f, sm_scale, cfg, log_pruning_tolerance)
 
 
 class _EagerAttention(torch.autograd.Function):
@@ -238,14 +263,14 @@ class _EagerAttention(torch.autograd.Function):
     us per forward+backward), which showed at 2k tokens, where the GPU work is about 1 ms."""
 
     @staticmethod
-    def forward(ctx, q, k, v, log_f, sm_scale, cfg):
-        o, lse, c = _forward_gated(q, k, v, log_f, sm_scale, cfg)
-        ctx.save_for_backward(q, k, v, c, o, lse)
+    def forward(ctx, q, k, v, log_f, sm_scale, cfg, log_eps):
+        o, lse, c, prune = _forward_gated(q, k, v, log_f, sm_scale, cfg, log_eps)
+        ctx.save_for_backward(q, k, v, c, o, lse, prune)
         ctx.sm_scale, ctx.cfg = sm_scale, cfg
         return o
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, c, o, lse = ctx.saved_tensors
-        dq, dk, dv, dlog_f = _backward(do, q, k, v, c, o, lse, ctx.sm_scale, ctx.cfg)
-        return dq, dk, dv, dlog_f, None, None
+        q, k, v, c, o, lse, prune = ctx.saved_tensors
+        dq, dk, dv, dlog_f = _backward(do, q, k, v, c, o, lse, ctx.sm_scale, ctx.cfg, prune)
+        return dq, dk, dv, dlog_f, None, None, None

@@ -9,6 +9,9 @@ colsum_t(dS). Two kernels, launched in this order:
   rowsum(dS) into the (B * H, T) buffer dC;
 - ``dkdv_kernel`` (one program per key tile) writes dK, dV and subtracts colsum(dS) from dC.
 
+With ``PRUNE`` (adaptive computation pruning, kernels/pruning.py) dQ starts its key loop and dK/dV
+ends its query loop at per-tile bounds computed for their own tile sizes.
+
 7 matmuls per tile pair, no atomics: a variant that accumulated dQ with fp32 atomic adds inside the
 dK/dV loop (5 matmuls, as FlashAttention-2 does) measured 1.26-1.38x slower on every benchmark
 shape and was removed (kernels/BENCHMARKS.md). dC then goes through the reverse scan of
@@ -61,7 +64,7 @@ def _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
 
 
 @triton.jit
-def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC,
+def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC, STOPS,
                 stride_qb, stride_qt, stride_qh, stride_qd,
                 stride_kb, stride_kt, stride_kh, stride_kd,
                 stride_vb, stride_vt, stride_vh, stride_vd,
@@ -71,7 +74,7 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC,
                 T, H, sm_scale,
                 HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+                UPCAST: tl.constexpr, PRECISION: tl.constexpr, PRUNE: tl.constexpr):
     start_n = tl.program_id(0)  # the first key tiles see the most queries: they launch first
     bh = tl.program_id(1)
     b = bh // H
@@ -99,11 +102,15 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC,
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dcol = tl.zeros([BLOCK_N], dtype=tl.float32)
-    # Query tiles [lo, mid) straddle the diagonal; [mid, T) see every key of this tile, and of
-    # those only the last, [full, T), can run past T.
+    # Query tiles [lo, mid) straddle the diagonal; [mid, hi) see every key of this tile, and of
+    # those only the last, [full, hi), can run past T. hi = T, or with PRUNE the end of the rows
+    # whose weight on this tile is not negligible (kernels/pruning.py: a multiple of BLOCK_M >= mid).
     lo = (start_n * BLOCK_N) // BLOCK_M * BLOCK_M
     mid = tl.minimum(tl.cdiv((start_n + 1) * BLOCK_N, BLOCK_M) * BLOCK_M, T)
-    full = mid + (T - mid) // BLOCK_M * BLOCK_M
+    hi = T
+    if PRUNE:
+        hi = tl.load(STOPS + bh * tl.num_programs(0) + start_n)
+    full = mid + (hi - mid) // BLOCK_M * BLOCK_M
     dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
                                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, lo, mid,
                                True, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION)
@@ -111,7 +118,7 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC,
                                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, mid, full,
                                False, False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION)
     dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
-                               stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, full, T,
+                               stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, full, hi,
                                False, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION)
     store_rows(DK + b * stride_dkb + h * stride_dkh, offs_n, stride_dkt, stride_dkd, dk * sm_scale, T, D, BLOCK_D)
     store_rows(DV + b * stride_dvb + h * stride_dvh, offs_n, stride_dvt, stride_dvd, dv, T, D, BLOCK_D)
@@ -145,7 +152,7 @@ def _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C,
 
 
 @triton.jit
-def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC,
+def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC, STARTS,
               stride_qb, stride_qt, stride_qh, stride_qd,
               stride_kb, stride_kt, stride_kh, stride_kd,
               stride_vb, stride_vt, stride_vh, stride_vd,
@@ -155,7 +162,7 @@ def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC,
               T, H, sm_scale,
               HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+              UPCAST: tl.constexpr, PRECISION: tl.constexpr, PRUNE: tl.constexpr):
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # the longest rows of tiles first
     bh = tl.program_id(1)
     b = bh // H
@@ -186,6 +193,8 @@ def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC,
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     drow = tl.zeros([BLOCK_M], dtype=tl.float32)
     lo = 0
+    if PRUNE:  # key tiles before STARTS[bh, start_m] are skipped (kernels/pruning.py)
+        lo = tl.load(STARTS + bh * tl.num_programs(0) + start_m)
     diag = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)
     dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, stride_kt, stride_kd,

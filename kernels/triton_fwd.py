@@ -5,8 +5,8 @@ decay bias (kernels/triton_common.py: the query side only shifts a row, so it go
 log-sum-exp; ``EXACT``, for fp32 inputs, adds (c_i - c_j) per element instead, which costs three
 more operations per score and keeps fp32's precision when c changes fast within a tile). The key
 loop runs over [lo, hi) in two parts, full tiles below the diagonal then the masked diagonal
-tiles, so a per-tile start index ``lo`` (adaptive computation pruning, reference/fox.md 1.6)
-changes only where the loop begins.
+tiles, so the per-tile start index of adaptive computation pruning (``PRUNE``,
+kernels/pruning.py) changes only where the loop begins.
 
 With ``AHEAD`` (KernelConfig.fwd_ahead) the unmasked part is software-pipelined by hand: the next
 tile's Q K^T is issued before this tile's exponentials, which Triton's own pipelining on sm_90
@@ -74,7 +74,7 @@ def _fwd_tiles_ahead(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, st
 
 
 @triton.jit
-def fwd_kernel(Q, K, V, C, O, LSE,
+def fwd_kernel(Q, K, V, C, O, LSE, STARTS,
                stride_qb, stride_qt, stride_qh, stride_qd,
                stride_kb, stride_kt, stride_kh, stride_kd,
                stride_vb, stride_vt, stride_vh, stride_vd,
@@ -82,7 +82,7 @@ def fwd_kernel(Q, K, V, C, O, LSE,
                T, H, sm_scale,
                HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               UPCAST: tl.constexpr, PRECISION: tl.constexpr, AHEAD: tl.constexpr):
+               UPCAST: tl.constexpr, PRECISION: tl.constexpr, AHEAD: tl.constexpr, PRUNE: tl.constexpr):
     # The last query tiles have the most keys: launching them first leaves short tiles, not long
     # ones, for the end of the grid.
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
@@ -109,8 +109,11 @@ def fwd_kernel(Q, K, V, C, O, LSE,
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     # Keys [lo, diag) need no mask; [diag, hi) straddle the diagonal or the end of the sequence.
-    # AHEAD (KernelConfig.fwd_ahead): the unmasked part software-pipelined.
+    # AHEAD (KernelConfig.fwd_ahead): the unmasked part software-pipelined. PRUNE: the key tiles
+    # before STARTS[bh, start_m] carry negligible weight (kernels/pruning.py) and are skipped.
     lo = 0
+    if PRUNE:
+        lo = tl.load(STARTS + bh * tl.num_programs(0) + start_m)
     diag = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)
     if AHEAD:

@@ -22,6 +22,31 @@ def unigram_entropy(tokens: np.ndarray) -> float:
 
 
 @torch.no_grad()
+def acp_kept_fraction(model, batches, device, autocast) -> dict:
+    """How much attention adaptive computation pruning leaves (kernels/pruning.py), per layer and
+    head, on the first validation sequence: the share of causal pairs whose decay keeps them above
+    the threshold of the model's ln eps (-10, the paper's, where pruning is off). Fast-forgetting
+    heads show as small shares. Empty for a model without a forget gate."""
+    blocks = [b.attn for b in getattr(model, "blocks", []) if getattr(b.attn, "forget_gate", None) is not None]
+    if not blocks or not batches:
+        return {}
+    log_eps = blocks[0].log_pruning_tolerance or -10.0
+    found: list = []
+    for attn in blocks:
+        attn.pruning_probe = (found, log_eps)
+    try:
+        with autocast():
+            model(batches[0].x[:1].to(device))
+    finally:
+        for attn in blocks:
+            attn.pruning_probe = None
+    per_head = [f[0].tolist() for f in found]  # one row of heads per layer
+    return {"acp_log_eps": log_eps,
+            "acp_kept_fraction": float(sum(sum(r) for r in per_head) / sum(len(r) for r in per_head)),
+            "acp_kept_fraction_per_head": per_head}
+
+
+@torch.no_grad()
 def per_position_loss(model, batches, device, autocast) -> tuple[np.ndarray, np.ndarray]:
     """Summed loss and count per position over the batches (fp64); IGNORE targets count 0."""
     total = count = None
@@ -96,6 +121,8 @@ def evaluate(model, data, spec: EvalSpec, context: int, device, autocast=nullcon
         result["eval_length"] = longest[0]
         result["per_position_loss"] = [float(v) for v in longest[1]]
         result["ppl_at_length"] = perplexity_at_lengths(longest[1])
+    if longest is not None:
+        result.update(acp_kept_fraction(model, data.eval_batches(context, 1, 1), device, autocast))
     if spec.needle is not None and isinstance(data, DocumentData) and data.tokenizer is not None:
         result["needle_accuracy"] = needle_accuracy(model, data, spec.needle, device, autocast)
     model.train()

@@ -10,6 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from kernels import forgetting_attention
+from kernels.pruning import kept_pairs
 from workbench.specs import ModelSpec
 
 
@@ -29,6 +30,10 @@ class Attention(nn.Module):
         self.output_gate = slots.output_gate.build(dims)
         self.wo = nn.Linear(d, d, bias=False)
         self.backend = "auto"
+        self.log_pruning_tolerance = slots.log_pruning_tolerance
+        # evaluate.acp_kept_fraction sets a list here for one eager forward: each call appends the
+        # share of its causal pairs the gates leave non-negligible (kernels/pruning.py).
+        self.pruning_probe: tuple[list, float] | None = None
         # One matmul for every projection of x (q, k, v and the components' own, e.g. the forget
         # gate's d -> heads logits) instead of one each: a d -> heads matmul alone is too narrow
         # for the GPU's fast paths. The parameters stay each module's own; False computes them apart.
@@ -79,7 +84,11 @@ class Attention(nn.Module):
         if self.rope is not None:
             q, k = self.rope(q, k)
         log_f = self._component("forget_gate", projected, x) if self.forget_gate is not None else None  # (B, T, H) fp32
-        o = forgetting_attention(q, k, v, log_f, backend=self.backend)  # (B, T, H, D)
+        if self.pruning_probe is not None and log_f is not None:
+            found, log_eps = self.pruning_probe
+            found.append(kept_pairs(q, k, log_f, self.head_dim**-0.5, log_eps))
+        o = forgetting_attention(q, k, v, log_f, backend=self.backend,
+                                 log_pruning_tolerance=self.log_pruning_tolerance)  # (B, T, H, D)
         if self.output_norm is not None:
             o = self.output_norm(o)
         if self.output_gate is not None:

@@ -4,12 +4,15 @@ Every spec is pydantic v2 with ``extra="forbid"``; it round-trips through JSON a
 ``spec_hash()`` (a hash of canonical JSON) is its identity. A field that changes how a trial
 runs but not what it computes (``TrainSpec.cuda_graphs``: the same kernels, replayed) is listed
 in its class's ``_execution_only`` and left out of the identity, so switching it finds the same
-finished trials and checkpoints.
+finished trials and checkpoints. A field added after trials were run with the behaviour of its
+default is listed in ``_new_fields`` and left out of the identity while it holds that default,
+so those trials keep their hashes.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from functools import partial
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -41,10 +44,14 @@ def Slot(slot: str):
 class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     _execution_only: ClassVar[frozenset[str]] = frozenset()
+    _new_fields: ClassVar[frozenset[str]] = frozenset()
 
     def _identity_exclude(self) -> dict:
-        """pydantic's nested ``exclude`` for the execution-only fields of this spec and its parts."""
+        """pydantic's nested ``exclude`` for the execution-only fields of this spec and its parts,
+        and for its new fields while they hold their defaults."""
         out: dict = dict.fromkeys(self._execution_only, True)
+        fields = type(self).model_fields
+        out.update((name, True) for name in self._new_fields if getattr(self, name) == fields[name].default)
         for name in type(self).model_fields:
             value = getattr(self, name)
             if isinstance(value, Spec) and (sub := value._identity_exclude()):
@@ -70,8 +77,29 @@ class AttentionSpec(Spec):
     forget_gate: Slot("forget_gate") = "none"
     output_norm: Slot("output_norm") = "none"
     output_gate: Slot("output_gate") = "none"
+    # Adaptive computation pruning (kernels/pruning.py, reference/fox.md 1.6): ln of the attention
+    # mass a row may lose when the Triton kernel skips tiles whose decay makes them negligible;
+    # -10 is the paper's recommendation, None computes every tile. It changes the numbers (within
+    # that bound), so it is part of the identity once set.
+    log_pruning_tolerance: float | None = None
+    _new_fields: ClassVar[frozenset[str]] = frozenset({"log_pruning_tolerance"})
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @field_validator("log_pruning_tolerance")
+    @classmethod
+    def _pruning_needs_a_gate(cls, log_eps: float | None, info: ValidationInfo) -> float | None:
+        if log_eps is None:
+            return None
+        if not math.isfinite(log_eps) or log_eps >= 0:
+            raise ValueError(
+                f"log_pruning_tolerance={log_eps}: must be a finite negative number (ln eps; -10 is the "
+                "paper's choice), or null to switch pruning off"
+            )
+        gate = info.data.get("forget_gate")
+        if gate is not None and gate.kind == "none":
+            raise ValueError("log_pruning_tolerance needs a forget gate (forget_gate: none has no decay to prune by)")
+        return log_eps
 
     @field_validator("output_gate")
     @classmethod

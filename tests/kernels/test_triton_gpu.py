@@ -44,12 +44,41 @@ def test_bf16_long_sequences_within_5e3_of_fp64(B, H, T, D):
     assert max(errors.values()) < 5e-3, errors
 
 
-def test_fox_pro_model_on_cuda_matches_the_reference_backend():
+@pytest.mark.parametrize("T", [4096, 16384])
+def test_bf16_pruned_within_5e3_of_fp64_and_skips_most_tiles(T):
+    """Adaptive computation pruning (ln eps = -10) at the gates a FoX model starts with (log f
+    about -0.7, reference/fox.md 2.2) and at mixed gates: the output and every gradient within
+    5e-3 of the unpruned fp64 reference, while the forward visits a fraction of the key tiles."""
+    from kernels import pruning
+
+    B, H, D = 1, 4, 64
+    q, k, v = (torch.randn(B, T, H, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    shift = torch.tensor([0.0, 0.0, 3.0, 6.0], device="cuda")  # log f ~ -0.7, -0.7, -0.05, -0.0025
+    log_f = F.logsigmoid(torch.randn(B, T, H, device="cuda") + shift).requires_grad_()
+    out = ta.forgetting_attention_triton(q, k, v, log_f, log_pruning_tolerance=-10.0)
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v, log_f), do)
+    ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(), log_f.detach(), do, chunk=2048,
+                                             cumsum_dtype=torch.float64)
+    errors = {n: rel(g, r) for n, g, r in zip(("o", "dq", "dk", "dv", "dlog_f"), (out, *grads), ref)}
+    cfg = ta.default_config(D, T)
+    with torch.no_grad():
+        starts = pruning.key_starts(ta.gate_cumsum(log_f), pruning.threshold(q, k, D**-0.5, -10.0),
+                                    cfg.fwd.block_m, cfg.fwd.block_n)
+    kept = pruning.kept_fraction(starts.view(B, H, -1)[:, :2].reshape(B * 2, -1), T, cfg.fwd.block_m)
+    print(T, errors, f"fast heads keep {kept:.3f} of the causal keys")
+    assert max(errors.values()) < 5e-3, errors
+    assert kept < 0.1
+
+
+@pytest.mark.parametrize("log_eps", [None, -10.0], ids=["exact", "pruned"])
+def test_fox_pro_model_on_cuda_matches_the_reference_backend(log_eps):
     from workbench.model import build_model
     from workbench.specs import ModelSpec
 
     torch.manual_seed(0)
-    spec = ModelSpec(preset="fox_pro", vocab_size=512, d_model=256, n_layers=3, n_heads=4)
+    spec = ModelSpec(preset="fox_pro", vocab_size=512, d_model=256, n_layers=3, n_heads=4,
+                     attention={"log_pruning_tolerance": log_eps})
     model = build_model(spec).cuda()
     tokens = torch.randint(0, 512, (2, 700), device="cuda")
 

@@ -48,6 +48,15 @@ def test_loss_falls_with_position_and_is_reported_beyond_the_training_context(ti
     assert str(4 * context) in result["ppl_at_length"] and np.isfinite(losses[context:]).all()
 
 
+def test_result_reports_how_much_attention_pruning_would_keep(tiny_result):
+    """Per layer and head, the share of causal pairs the trained gates leave above the ACP threshold."""
+    result, _ = tiny_result
+    per_head = np.array(result["acp_kept_fraction_per_head"])
+    assert per_head.shape == (2, 4) and result["acp_log_eps"] == -10.0
+    assert ((per_head > 0) & (per_head <= 1)).all()
+    assert result["acp_kept_fraction"] == pytest.approx(per_head.mean())
+
+
 def small_trial(tmp_path, **train):
     spec = yaml.safe_load((ROOT / "studies/trial_tiny.yaml").read_text())
     spec["model"].update(d_model=64, n_layers=1)
