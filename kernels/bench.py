@@ -188,7 +188,7 @@ def main(argv=None):
             try:
                 inputs = make_inputs(B, H, N, D, layout)
                 if name == PRUNED:
-                    row["kept_fraction"] = kept_fraction(*inputs)
+                    row["kept_fraction"] = kept_fraction(inputs[0], inputs[1], inputs[3])
                 fwd_ms, fb_ms, peak = measure(fn, inputs)
                 row.update(fwd_ms=fwd_ms, fwd_bwd_ms=fb_ms, fwd_tflops=flops / fwd_ms / 1e9,
                            fwd_bwd_tflops=3.5 * flops / fb_ms / 1e9, peak_mib=peak)

@@ -17,7 +17,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 KIND = "wb_kind"  # tag: "study" or "trial"
 FINAL_METRICS = ("val_loss", "val_ppl", "unigram_entropy", "tokens_per_s", "mfu", "n_params",
-                 "n_params_non_embedding", "train_tokens", "mqar_accuracy")
+                 "n_params_non_embedding", "train_tokens", "mqar_accuracy", "acp_kept_fraction")
 
 
 def local_tracking_uri(workdir: Path) -> str:

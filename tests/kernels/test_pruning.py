@@ -184,3 +184,21 @@ def test_kept_pairs_counts_the_causal_pairs_above_the_threshold():
     want = keep.double().sum((-1, -2)) / causal.sum()
     assert torch.allclose(got, want, atol=1.5 / causal.sum().item())
     assert (want < 0.9).all() and (want > 0).all()
+
+
+def test_benchmark_reports_the_share_of_keys_the_pruned_forward_visits():
+    """kernels.bench's kept_fraction on its own inputs' gates (log f about -0.05): a share in (0, 1]
+    that falls as the sequence grows past the gates' memory."""
+    from kernels import bench
+
+    shares = []
+    for T in (64, 1024):
+        q, k, _, log_f = (t.detach().to(DEVICE) if t is not None else t for t in bench_inputs(T))
+        shares.append(bench.kept_fraction(q, k, log_f))
+    assert 0 < shares[1] < shares[0] <= 1, shares
+
+
+def bench_inputs(T, D=16):
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(1, T, 2, D, generator=g) for _ in range(3))
+    return q, k, v, F.logsigmoid(torch.randn(1, T, 2, generator=g) + 3.0)
