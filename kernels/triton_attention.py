@@ -18,6 +18,7 @@ import triton
 from kernels import pruning
 from kernels.triton_bwd import dkdv_kernel, dq_kernel
 from kernels.triton_fwd import fwd_kernel
+from kernels.triton_pruning import norm_max_kernel, tile_bounds_kernel
 from kernels.triton_scan import scan_kernel
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -105,37 +106,65 @@ def _launch_params(q: torch.Tensor):
     return dict(D=D, BLOCK_D=block_d, UPCAST=interpret, PRECISION=precision, EXACT=q.dtype == torch.float32)
 
 
-def _forward(q, k, v, c, sm_scale, cfg: KernelConfig, prune: torch.Tensor | None = None):
-    """c: gate_cumsum(log f), or None without a gate; prune: the pruning threshold per (batch,
-    head) (kernels/pruning.py), or None. -> o, lse (B * H, T) fp32 in log2 units."""
+def _forward(q, k, v, c, sm_scale, cfg: KernelConfig, starts: torch.Tensor | None = None):
+    """c: gate_cumsum(log f), or None without a gate; starts: each query tile's first key under
+    pruning (_prune_forward), or None. -> o, lse (B * H, T) fp32 in log2 units."""
     B, T, H, D = q.shape
     o = _new(q)
     lse = _new(q, (B * H, T), torch.float32)
     has_gate = c is not None
-    starts = pruning.key_starts(c, prune, cfg.fwd.block_m, cfg.fwd.block_n) if prune is not None else lse
     grid = (triton.cdiv(T, cfg.fwd.block_m), B * H)
     fwd_kernel[grid](
-        q, k, v, c if has_gate else lse, o, lse, starts,
+        q, k, v, c if has_gate else lse, o, lse, lse if starts is None else starts,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.fwd.block_m, BLOCK_N=cfg.fwd.block_n,
-        num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, AHEAD=cfg.fwd_ahead, PRUNE=prune is not None,
+        num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, AHEAD=cfg.fwd_ahead, PRUNE=starts is not None,
         **_launch_params(q),
     )
     return o, lse
 
 
-def _prune_threshold(q, k, log_f, sm_scale, log_eps: float | None) -> torch.Tensor | None:
-    """Pruning needs a gate to decay by; without one (or without a tolerance) nothing is skipped."""
-    if log_eps is None or log_f is None:
-        return None
-    return pruning.threshold(q, k, sm_scale, log_eps)
+_ROWS_PER_PROGRAM = 1024  # rows of q and k per program of norm_max_kernel
+
+
+def _tile_bounds(c, delta, starts_tile=None, stops_tile=None, maxima=None, sm_scale=0.0, log_eps=0.0):
+    """Pruning bounds (kernels/triton_pruning.py): starts (B * H, cdiv(T, m)) for the (m, n) tiles
+    ``starts_tile``, stops (B * H, cdiv(T, n)) for ``stops_tile``, each None where not asked for.
+    With ``maxima`` (the forward) delta is computed from them into ``delta`` first; else read."""
+    BH, T = c.shape
+    sm, sn = starts_tile or (16, 16)
+    pm, pn = stops_tile or (16, 16)
+    starts = torch.empty(BH, triton.cdiv(T, sm), device=c.device, dtype=torch.int32) if starts_tile else None
+    stops = torch.empty(BH, triton.cdiv(T, pn), device=c.device, dtype=torch.int32) if stops_tile else None
+    tile_bounds_kernel[(BH,)](
+        c, maxima if maxima is not None else delta, delta, starts if starts is not None else delta,
+        stops if stops is not None else delta, T, T.bit_length(), abs(sm_scale), log_eps - math.log(T),
+        COMPUTE_DELTA=maxima is not None, START_M=sm, START_N=sn, STOP_M=pm, STOP_N=pn,
+        DO_STARTS=starts_tile is not None, DO_STOPS=stops_tile is not None, TILES=128, num_warps=4,
+    )
+    return starts, stops
+
+
+def _prune_forward(q, k, c, sm_scale, log_eps: float, cfg: KernelConfig):
+    """-> delta (B * H,) fp32 (kernels/pruning.py's threshold) and the forward's key starts."""
+    B, T, H, D = q.shape
+    maxima = torch.zeros(B * H, 2, device=q.device, dtype=torch.float32)
+    norm_max_kernel[(B * H, triton.cdiv(T, _ROWS_PER_PROGRAM))](
+        q, k, maxima, *_strides4(q), *_strides4(k), T, H, D=D, BLOCK_D=max(16, triton.next_power_of_2(D)),
+        BLOCK_T=64, ROWS=_ROWS_PER_PROGRAM, num_warps=4,
+    )
+    delta = torch.empty(B * H, device=q.device, dtype=torch.float32)
+    starts, _ = _tile_bounds(c, delta, (cfg.fwd.block_m, cfg.fwd.block_n), None, maxima, sm_scale, log_eps)
+    return delta, starts
 
 
 def _forward_gated(q, k, v, log_f, sm_scale, cfg: KernelConfig, log_eps: float | None = None):
-    """The gate's cumsum, then the forward: -> o, lse, c (None without a gate), prune threshold (or None)."""
+    """The gate's cumsum, then the forward: -> o, lse, c (None without a gate), the pruning
+    threshold delta (B * H,) (None without pruning)."""
     c = None if log_f is None else gate_cumsum(log_f)
-    prune = _prune_threshold(q, k, log_f, sm_scale, log_eps)
-    return (*_forward(q, k, v, c, sm_scale, cfg, prune), c, prune)
+    # Pruning needs a gate to decay by; without one (or without a tolerance) nothing is skipped.
+    delta, starts = _prune_forward(q, k, c, sm_scale, log_eps, cfg) if (c is not None and log_eps is not None) else (None, None)
+    return (*_forward(q, k, v, c, sm_scale, cfg, starts), c, delta)
 
 
 def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.Tensor | None = None):
@@ -149,14 +178,15 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.
     dc = _new(lse) if has_gate else lse  # lse: never written without a gate
     c_arg = c if has_gate else lse
     dq, dk, dv = _new(q), _new(k), _new(v)
-    starts = pruning.key_starts(c, prune, cfg.dq.block_m, cfg.dq.block_n) if prune is not None else lse
+    starts = stops = lse
+    if prune is not None:
+        starts, stops = _tile_bounds(c, prune, (cfg.dq.block_m, cfg.dq.block_n), (cfg.dkdv.block_m, cfg.dkdv.block_n))
     dq_kernel[(triton.cdiv(T, cfg.dq.block_m), B * H)](
         q, k, v, c_arg, o, do, lse, delta, dq, dc, starts,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o), *_strides4(do), *_strides4(dq),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dq.block_m, BLOCK_N=cfg.dq.block_n,
         num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, PRUNE=prune is not None, **params,
     )
-    stops = pruning.query_stops(c, prune, cfg.dkdv.block_m, cfg.dkdv.block_n) if prune is not None else lse
     dkdv_kernel[(triton.cdiv(T, cfg.dkdv.block_n), B * H)](
         q, k, v, c_arg, do, lse, delta, dk, dv, dc, stops,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv),

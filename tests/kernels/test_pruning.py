@@ -202,3 +202,20 @@ def bench_inputs(T, D=16):
     g = torch.Generator().manual_seed(7)
     q, k, v = (torch.randn(1, T, 2, D, generator=g) for _ in range(3))
     return q, k, v, F.logsigmoid(torch.randn(1, T, 2, generator=g) + 3.0)
+
+
+@pytest.mark.parametrize("T", [1, 70, 257, 2500])  # 2500: two row chunks, more tiles than one vector
+def test_triton_plan_equals_the_torch_reference(T):
+    """kernels/triton_pruning.py, what the kernels use: delta as threshold() computes it, and the
+    same tile bounds as key_starts() and query_stops() for the tiles of each kernel."""
+    q, k, _, log_f = inputs(T, 16, torch.float16, -0.7, seed=T)
+    q = q * torch.linspace(0.5, 2.0, H, device=DEVICE)[:, None]  # heads of different norms
+    c = ta.gate_cumsum(log_f)
+    cfg = ta.KernelConfig(ta.TileConfig(32, 16, 4, 1), ta.TileConfig(64, 32, 4, 1), ta.TileConfig(16, 64, 4, 1))
+    delta, starts = ta._prune_forward(q, k, c, D**-0.5, LOG_EPS, cfg)
+    want = pruning.threshold(q, k, D**-0.5, LOG_EPS)
+    assert torch.allclose(delta, want, rtol=1e-5, atol=1e-5), (delta, want)
+    assert torch.equal(starts, pruning.key_starts(c, delta, 32, 16))
+    dq_starts, stops = ta._tile_bounds(c, delta, (16, 64), (64, 32))
+    assert torch.equal(dq_starts, pruning.key_starts(c, delta, 16, 64))
+    assert torch.equal(stops, pruning.query_stops(c, delta, 64, 32))
