@@ -124,7 +124,7 @@ def _forward(q, k, v, c, sm_scale, cfg: KernelConfig, starts: torch.Tensor | Non
     return o, lse
 
 
-_ROWS_PER_PROGRAM = 1024  # rows of q and k per program of norm_max_kernel
+_ROWS_PER_PROGRAM = 256  # rows of q and k per program of norm_max_kernel (scripts/gpu/round20_rows.py)
 
 
 def _tile_bounds(c, delta, starts_tile=None, stops_tile=None, maxima=None, sm_scale=0.0, log_eps=0.0):
