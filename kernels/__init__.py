@@ -30,6 +30,7 @@ def forgetting_attention(
     (kernels/pruning.py, reference/fox.md 1.6). The Triton kernel skips the tiles whose decay makes
     them negligible; each row loses less than eps of its attention mass. It assumes log f <= 0 (a
     forget gate: f in (0, 1]). The reference backend always computes every entry (error 0 <= eps).
+    Experimental in training (README, docs/performance.md).
     """
     from kernels.pruning import check_tolerance
 
