@@ -124,13 +124,22 @@ def sensitivity_figure(points: pl.DataFrame, metric: str = "val_loss") -> go.Fig
                              yaxis_title=f"{metric} (nats/token)", height=400)
 
 
+KEPT_TITLE = "attention kept by pruning's threshold"
+
+
 def cost_figure(per_variant: pl.DataFrame) -> go.Figure:
-    """per_variant: variant, n_params, tokens_per_s, mfu (means over seeds)."""
+    """per_variant: variant, n_params, tokens_per_s, mfu and, where a variant has a forget gate,
+    acp_kept_fraction (means over seeds): the share of causal pairs above adaptive computation
+    pruning's threshold, what pruning would compute (small: fast-forgetting heads)."""
     names = [esc(v) for v in per_variant["variant"].to_list()]
     has_mfu = "mfu" in per_variant.columns and per_variant["mfu"].drop_nulls().len() > 0
-    fig = make_subplots(1, 3, subplot_titles=("parameters", "throughput (tokens/s)",
-                                              "MFU" if has_mfu else "MFU (n/a: no GPU peak to measure against)"))
-    for col, key in enumerate(("n_params", "tokens_per_s", "mfu"), start=1):
+    keys = ["n_params", "tokens_per_s", "mfu"]
+    titles = ["parameters", "throughput (tokens/s)", "MFU" if has_mfu else "MFU (n/a: no GPU peak to measure against)"]
+    if "acp_kept_fraction" in per_variant.columns and per_variant["acp_kept_fraction"].drop_nulls().len() > 0:
+        keys.append("acp_kept_fraction")
+        titles.append(KEPT_TITLE)
+    fig = make_subplots(1, len(keys), subplot_titles=titles)
+    for col, key in enumerate(keys, start=1):
         values = per_variant[key].to_list() if key in per_variant.columns else [None] * len(names)
         fig.add_trace(go.Bar(x=names, y=values, showlegend=False), row=1, col=col)
     return fig.update_layout(height=380, margin={"t": 60})

@@ -154,3 +154,21 @@ def test_serve_binds_loopback_and_prints_the_address(site):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_cost_panel_shows_the_attention_pruning_would_keep(site):
+    """Gated variants log acp_kept_fraction (tracking store); the page plots their means; the
+    variant without a forget gate has none."""
+    workdir, out = site
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("quickstart")
+    runs = client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial' and attributes.status = 'FINISHED'")
+    kept = {}
+    for r in runs:
+        kept.setdefault(r.data.tags["variant"], []).append(r.data.metrics.get("acp_kept_fraction"))
+    assert kept["FoX (Pro) - forget gate"] == [None, None]
+    gated = kept["FoX (Pro)"]
+    assert all(0 < k <= 1 for k in gated)
+    page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
+    assert "attention kept by pruning&#x27;s threshold" in page or "attention kept by pruning's threshold" in page
+    assert f"{sum(gated) / len(gated)}"[:8] in page
