@@ -27,7 +27,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     spec = _load_model_spec(args.spec)
     counts, parts = param_counts(spec), param_breakdown(spec)
     flops = flops_per_token(spec, args.context)
-    slots = ", ".join(f"{k}={getattr(spec.attention, k).kind}" for k in type(spec.attention).model_fields)
+    slots = ", ".join(f"{k}={v.kind}" for k, v in spec.attention.slots().items())
+    if spec.attention.log_pruning_tolerance is not None:
+        slots += f"; pruning ln eps {spec.attention.log_pruning_tolerance:g}"
     print(f"model        {spec.n_layers} x {spec.d_model}, {spec.n_heads} heads of {spec.head_dim}, vocab {spec.vocab_size}")
     print(f"attention    {slots}")
     print(f"mlp / norm   {spec.mlp.kind} / {spec.norm.kind}")

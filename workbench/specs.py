@@ -86,6 +86,11 @@ class AttentionSpec(Spec):
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
+    def slots(self) -> dict[str, ComponentSpec]:
+        """The component slots (every field but the options like log_pruning_tolerance), in order."""
+        return {name: value for name in type(self).model_fields
+                if isinstance(value := getattr(self, name), ComponentSpec)}
+
     @field_validator("log_pruning_tolerance")
     @classmethod
     def _pruning_needs_a_gate(cls, log_eps: float | None, info: ValidationInfo) -> float | None:

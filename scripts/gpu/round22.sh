@@ -1,7 +1,8 @@
 #!/bin/bash
 # Session 2026-11-30 (fifth): the 1000-step FoX (Pro) comparison of round20/21 at seed 1 (those
 # ran seed 0), with (GPU 1) and without (GPU 0) pruning at the same time: one more trajectory per
-# arm (studies/acp_seeds.yaml is the full design).
+# arm (studies/acp_seeds.yaml is the full design). Not run: no 2-GPU machine was lent when it was
+# due, and one GPU could not fit both trials in the device time left.
 set -u
 OUT=${OUT:-/tmp/out}
 long() {  # trial file stem, out name

@@ -21,3 +21,11 @@ def test_info_of_a_bad_file_is_one_clear_error(tmp_path):
     assert "attention.qk_norm: unknown kind 'bogus'; registered kinds: none, rmsnorm" in out.stderr
     missing = wb("info", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_info_names_the_slots_and_the_pruning_tolerance(tmp_path):
+    spec = tmp_path / "m.yaml"
+    spec.write_text("preset: fox_pro\nattention: {log_pruning_tolerance: -10}\n")
+    out = wb("info", str(spec))
+    assert out.returncode == 0, out.stderr
+    assert "forget_gate=data_dependent" in out.stdout and "pruning ln eps -10" in out.stdout
