@@ -1,6 +1,6 @@
 """Figures of one study from the frames of workbench.results: the ablation table (HTML, Table 3
-layout), per-position loss L(i) and P(l), training curves, hyperparameter sensitivity, and
-parameter counts with throughput. Every string from the store is escaped: names are data."""
+layout), per-position loss L(i) and P(l), training curves, hyperparameter sensitivity, which
+heads forget, and parameter counts with throughput. Every string from the store is escaped: names are data."""
 from __future__ import annotations
 
 import html
@@ -124,7 +124,29 @@ def sensitivity_figure(points: pl.DataFrame, metric: str = "val_loss") -> go.Fig
                              yaxis_title=f"{metric} (nats/token)", height=400)
 
 
-KEPT_TITLE = "attention kept by pruning's threshold"
+KEPT_TITLE = "attention kept (pruning threshold)"
+HEADS_TITLE = "Which heads forget"
+
+
+def forgetting_heads_figure(maps: dict[str, np.ndarray], log_eps: float) -> go.Figure:
+    """maps: variant -> (layers, heads) share of causal pairs above pruning's threshold (mean over
+    seeds). Dark: the head forgets within a few tokens; light: it keeps most of the sequence."""
+    names = list(maps)
+    cols = min(4, len(names))
+    rows = -(-len(names) // cols)
+    fig = make_subplots(rows, cols, subplot_titles=[esc(n) for n in names], horizontal_spacing=0.06,
+                        vertical_spacing=0.12)
+    for i, name in enumerate(names):
+        z = maps[name]
+        fig.add_trace(go.Heatmap(z=z.tolist(), x=list(range(z.shape[1])), y=list(range(z.shape[0])), zmin=0, zmax=1,
+                                 colorscale="Viridis", showscale=i == 0, colorbar={"title": "share kept"},
+                                 hovertemplate="layer %{y}, head %{x}: %{z:.3f}<extra></extra>"),
+                      row=i // cols + 1, col=i % cols + 1)
+        fig.update_xaxes(title_text="head", dtick=1, row=i // cols + 1, col=i % cols + 1)
+        fig.update_yaxes(title_text="layer", dtick=1, autorange="reversed", row=i // cols + 1, col=i % cols + 1)
+    return fig.update_layout(title=f"Share of causal pairs above pruning's threshold (ln eps = {log_eps:g}), "
+                                   "per layer and head, mean over seeds",
+                             height=320 * rows + 80, margin={"t": 90})
 
 
 def cost_figure(per_variant: pl.DataFrame) -> go.Figure:
@@ -134,7 +156,7 @@ def cost_figure(per_variant: pl.DataFrame) -> go.Figure:
     names = [esc(v) for v in per_variant["variant"].to_list()]
     has_mfu = "mfu" in per_variant.columns and per_variant["mfu"].drop_nulls().len() > 0
     keys = ["n_params", "tokens_per_s", "mfu"]
-    titles = ["parameters", "throughput (tokens/s)", "MFU" if has_mfu else "MFU (n/a: no GPU peak to measure against)"]
+    titles = ["parameters", "throughput (tokens/s)", "MFU" if has_mfu else "MFU (n/a: no GPU peak)"]
     if "acp_kept_fraction" in per_variant.columns and per_variant["acp_kept_fraction"].drop_nulls().len() > 0:
         keys.append("acp_kept_fraction")
         titles.append(KEPT_TITLE)

@@ -100,6 +100,12 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
         page.figure(figures.sensitivity_figure(points))
         page.html("</section>")
 
+    heads, log_eps = forgetting_heads(store, runs, frame, order)
+    if heads:
+        page.html(f"<section><h2>{figures.HEADS_TITLE}</h2>")
+        page.figure(figures.forgetting_heads_figure(heads, log_eps))
+        page.html("</section>")
+
     cost_cols = [c for c in ("n_params", "tokens_per_s", "mfu", "acp_kept_fraction") if c in frame.columns]
     per_variant = frame.group_by("variant", maintain_order=True).agg(pl.col(c).mean() for c in cost_cols)
     per_variant = per_variant.with_columns(pl.col("variant").replace_strict({v: i for i, v in enumerate(order)}, return_dtype=pl.Int64).alias("_o")).sort("_o")
@@ -108,6 +114,20 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     page.html(f'</section><p class="note">{frame.height} finished trial rows from {len(runs)} tracked runs; '
               "every number on this page is read from the tracking store.</p>")
     return page.render(), {"variants": len(order), "runs": len(runs), "figures": page.n}
+
+
+def forgetting_heads(store: Store, runs: list, frame: pl.DataFrame, order: list[str]):
+    """variant -> (layers, heads) mean over seeds of the share kept above pruning's threshold, and
+    the ln eps it was measured at; ({}, None) when no trial has a forget gate."""
+    found = results.kept_per_head(store, runs)
+    maps, log_eps = {}, None
+    for variant in order:
+        ids = frame.filter(pl.col("variant") == variant)["run_id"].to_list()
+        arrays = [np.array(found[i]["per_head"]) for i in ids if i in found]
+        if arrays and len({a.shape for a in arrays}) == 1:
+            maps[variant] = np.mean(arrays, axis=0)
+            log_eps = next(found[i]["acp_log_eps"] for i in ids if i in found)
+    return maps, log_eps
 
 
 def position_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[str]) -> dict[str, np.ndarray]:

@@ -116,6 +116,16 @@ def histories(store: Store, runs: list, metric: str = "val_loss") -> pl.DataFram
 
 def per_position(store: Store, runs: list) -> dict[str, dict]:
     """run_id -> {"per_position_loss": [...], "ppl_at_length": {...}} from the run's artifact."""
+    return _artifacts(store, runs, "per_position_loss.json")
+
+
+def kept_per_head(store: Store, runs: list) -> dict[str, dict]:
+    """run_id -> {"acp_log_eps": ln eps, "per_head": [[share per head] per layer]}: the share of
+    causal pairs above adaptive computation pruning's threshold (gated models only)."""
+    return _artifacts(store, runs, "acp_kept_per_head.json")
+
+
+def _artifacts(store: Store, runs: list, name: str) -> dict[str, dict]:
     import mlflow.artifacts
 
     # One download per run: MLflow's progress bar would print a line for each.
@@ -123,8 +133,8 @@ def per_position(store: Store, runs: list) -> dict[str, dict]:
     out = {}
     for r in runs:
         try:
-            out[r.info.run_id] = mlflow.artifacts.load_dict(f"{artifact_uri(store, r)}/per_position_loss.json")
-        except Exception:  # an early-stopped trial has no final evaluation
+            out[r.info.run_id] = mlflow.artifacts.load_dict(f"{artifact_uri(store, r)}/{name}")
+        except Exception:  # an early-stopped trial has no final evaluation; an ungated one no map
             continue
     return out
 

@@ -129,6 +129,9 @@ class Store:
         if "spec" in result:
             self.client.log_dict(run_id, result["spec"], "spec.json")
             self.client.log_dict(run_id, result, "result.json")
+        if "acp_kept_fraction_per_head" in result:
+            self.client.log_dict(run_id, {"acp_log_eps": result.get("acp_log_eps"),
+                                          "per_head": result["acp_kept_fraction_per_head"]}, "acp_kept_per_head.json")
         if "per_position_loss" in result:
             self.client.log_dict(run_id, {"per_position_loss": result["per_position_loss"],
                                           "ppl_at_length": result.get("ppl_at_length")}, "per_position_loss.json")

@@ -122,7 +122,7 @@ def test_every_page_renders_in_chromium_without_errors(site, browser, tmp_path):
         WebDriverWait(browser, 30).until(lambda d: d.execute_script(
             "return Array.from(document.querySelectorAll('.wb-figure')).every(f => f.querySelector('svg.main-svg'))"))
         rendered = browser.execute_script(
-            "return Array.from(document.querySelectorAll('.wb-figure')).filter(f => f.querySelectorAll('g.trace').length > 0).length")
+            "return Array.from(document.querySelectorAll('.wb-figure')).filter(f => f.querySelectorAll('g.trace, g.hm image').length > 0).length")
         assert rendered == figures, (page.name, rendered, figures)
         errors = browser.execute_script("return window.__wb_errors")
         severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
@@ -170,5 +170,32 @@ def test_cost_panel_shows_the_attention_pruning_would_keep(site):
     gated = kept["FoX (Pro)"]
     assert all(0 < k <= 1 for k in gated)
     page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
-    assert "attention kept by pruning&#x27;s threshold" in page or "attention kept by pruning's threshold" in page
+    assert "attention kept (pruning threshold)" in page
     assert f"{sum(gated) / len(gated)}"[:8] in page
+
+
+def test_which_heads_forget_per_layer_and_head(site):
+    """The heatmap section is on the page, and its maps are the per-seed means of each gated
+    trial's logged per-head shares (the variant without a forget gate has none)."""
+    import numpy as np
+
+    from dashboards.site import forgetting_heads
+    from workbench import results
+    from workbench.tracking import open_store
+
+    workdir, out = site
+    page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
+    assert "<h2>Which heads forget</h2>" in page and '"type":"heatmap"' in page
+    store = open_store(workdir, "quickstart")
+    runs = results.finished_runs(store, "quickstart")
+    frame = results.trial_runs(workdir, "quickstart", runs=runs)
+    maps, log_eps = forgetting_heads(store, runs, frame, ["FoX (Pro)", "FoX (Pro) - forget gate"])
+    assert set(maps) == {"FoX (Pro)"} and log_eps == -10.0
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    seeds = []
+    for r in runs:
+        if r.data.tags["variant"] == "FoX (Pro)":
+            path = client.download_artifacts(r.info.run_id, "acp_kept_per_head.json", str(workdir / r.info.run_id))
+            seeds.append(np.array(__import__("json").loads(Path(path).read_text())["per_head"]))
+    assert len(seeds) == 2 and maps["FoX (Pro)"].shape == (2, 4)
+    np.testing.assert_allclose(maps["FoX (Pro)"], np.mean(seeds, axis=0))
