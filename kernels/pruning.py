@@ -7,11 +7,11 @@ the at most N such entries of a row carry less than eps of its attention in all.
 whole tiles: c never increases along the sequence (log f <= 0), so a tile's largest decay is at its
 first query row and last key column, and the tiles a row of tiles keeps are contiguous, ending at
 the diagonal. Here, from c and delta, the per-tile bounds the kernels start (forward, dQ) or stop
-(dK/dV) their loops at; each kernel gets them for its own tile sizes.
+(dK/dV) their loops at, for any tile sizes, as a few torch ops: the reference that
+kernels/triton_pruning.py (what the kernels use) is tested against, and what reports use.
 
 U is taken from the tensors themselves, s max_i |q_i| max_j |k_j| per (batch, head) (Cauchy-Schwarz),
 which holds with or without QK-norm and is at least as tight as a bound from the norm weights.
-Everything here is a few small torch ops on (B * H, T) and (B * H, tiles) tensors.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def check_tolerance(log_eps: float | None) -> None:
     if not isinstance(log_eps, (int, float)) or isinstance(log_eps, bool) or not math.isfinite(log_eps) or log_eps >= 0:
         raise ValueError(
             f"log_pruning_tolerance={log_eps!r}: must be a finite negative number, ln of the attention "
-            "mass a row may lose (reference/fox.md 1.6 recommends -10), or None to switch pruning off"
+            "mass a row may lose (reference/fox.md 1.6 recommends -10), or None (null in YAML) to switch pruning off"
         )
 
 
@@ -87,8 +87,7 @@ def kept_pairs(q: torch.Tensor, k: torch.Tensor, log_f: torch.Tensor, sm_scale: 
     B, T, H, _ = q.shape
     c = log_f.detach().transpose(1, 2).reshape(B * H, T).double().cumsum(1).float()
     delta = threshold(q.detach(), k.detach(), sm_scale, log_eps)
-    first_key = torch.searchsorted(c.neg().contiguous(), (delta[:, None] - c).contiguous(), side="left")
+    first_key = key_starts(c, delta, 1, 1)  # tiles of one query and one key: per row
     rows = torch.arange(T, device=c.device)
-    first_key = torch.minimum(first_key, rows)
     kept = (rows + 1 - first_key).double().sum(1) / (T * (T + 1) / 2)
     return kept.view(B, H)

@@ -121,7 +121,6 @@ def evaluate(model, data, spec: EvalSpec, context: int, device, autocast=nullcon
         result["eval_length"] = longest[0]
         result["per_position_loss"] = [float(v) for v in longest[1]]
         result["ppl_at_length"] = perplexity_at_lengths(longest[1])
-    if longest is not None:
         result.update(acp_kept_fraction(model, data.eval_batches(context, 1, 1), device, autocast))
     if spec.needle is not None and isinstance(data, DocumentData) and data.tokenizer is not None:
         result["needle_accuracy"] = needle_accuracy(model, data, spec.needle, device, autocast)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from functools import partial
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -33,6 +32,7 @@ from pydantic import (
 
 import components
 from components.registry import ComponentSpec
+from kernels.pruning import check_tolerance
 from workbench.presets import apply_preset
 
 
@@ -52,7 +52,7 @@ class Spec(BaseModel):
         out: dict = dict.fromkeys(self._execution_only, True)
         fields = type(self).model_fields
         out.update((name, True) for name in self._new_fields if getattr(self, name) == fields[name].default)
-        for name in type(self).model_fields:
+        for name in fields:
             value = getattr(self, name)
             if isinstance(value, Spec) and (sub := value._identity_exclude()):
                 out[name] = sub
@@ -96,11 +96,7 @@ class AttentionSpec(Spec):
     def _pruning_needs_a_gate(cls, log_eps: float | None, info: ValidationInfo) -> float | None:
         if log_eps is None:
             return None
-        if not math.isfinite(log_eps) or log_eps >= 0:
-            raise ValueError(
-                f"log_pruning_tolerance={log_eps}: must be a finite negative number (ln eps; -10 is the "
-                "paper's choice), or null to switch pruning off"
-            )
+        check_tolerance(log_eps)
         gate = info.data.get("forget_gate")
         if gate is not None and gate.kind == "none":
             raise ValueError("log_pruning_tolerance needs a forget gate (forget_gate: none has no decay to prune by)")
