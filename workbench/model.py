@@ -119,6 +119,10 @@ class LM(nn.Module):
         self.blocks = nn.ModuleList(Block(spec) for _ in range(spec.n_layers))
         self.final_norm = spec.norm.build(spec.dims)
         self.head = nn.Linear(spec.d_model, spec.vocab_size, bias=False)
+        # The loss through kernels.linear_cross_entropy (one Triton pass for the loss and the
+        # logits' gradient): None = on CUDA, True/False forces it (tests; True on CPU needs the
+        # Triton interpreter).
+        self.fused_loss: bool | None = None
         self.apply(self._init)
         if spec.tie_embeddings:
             self.head.weight = self.embed.weight
@@ -138,14 +142,26 @@ class LM(nn.Module):
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None,
                 ignore_index: int = -100) -> torch.Tensor:
         """Logits (B, T, V); with ``targets`` (B, T) the mean cross-entropy instead. Taking the loss
-        here puts it inside torch.compile's graph, which fuses the fp32 upcast and log-softmax of
-        the (B, T, V) logits into a few passes instead of materialising fp32 copies of them."""
+        here puts it inside torch.compile's graph; on CUDA it is the fused head and loss of
+        kernels.linear_cross_entropy (the (B, T, V) logits written once, as their gradient),
+        elsewhere the fp32 log-softmax of the logits."""
         x = self.embed(tokens)  # (B, T, d)
         for block in self.blocks:
             x = block(x)
-        logits = self.head(self.final_norm(x))
+        h = self.final_norm(x)
         if targets is None:
-            return logits
+            return self.head(h)
+        if self.fused_loss if self.fused_loss is not None else h.is_cuda:
+            # Imported here: Triton reads TRITON_INTERPRET when it first decorates the kernel.
+            from kernels.linear_cross_entropy import linear_cross_entropy
+
+            w = self.head.weight
+            if torch.is_autocast_enabled(h.device.type):
+                # What autocast would do to the head's matmul: the custom op is not autocast-aware.
+                dtype = torch.get_autocast_dtype(h.device.type)
+                h, w = h.to(dtype), w.to(dtype)
+            return linear_cross_entropy(h.flatten(0, 1), w, targets.flatten(), ignore_index)
+        logits = self.head(h)
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
 
 
