@@ -21,7 +21,7 @@ from kernels.triton_cross_entropy import ce_fwd_grad_kernel
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # (BLOCK_V, warps) of the row kernel. H200, 32768 x 50257 bf16: kernels/BENCHMARKS.md.
-BLOCK_V, NUM_WARPS = 4096, 8
+BLOCK_V, NUM_WARPS, L2_HINTS = 2048, 16, False
 INTERPRETER_BLOCK_V = 64
 VOCAB_MULTIPLE = 64
 # Tests set this: the per-row losses start as NaN, so a row the kernel does not write fails.
@@ -41,8 +41,8 @@ def _padded(weight: torch.Tensor) -> torch.Tensor:
 
 
 def ce_rows(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, write_grad: bool,
-            vocab: int | None = None, block_v: int | None = None, num_warps: int | None = None
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+            vocab: int | None = None, block_v: int | None = None, num_warps: int | None = None,
+            l2_hints: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-row losses (rows,) fp32 and the number of counted rows (a 0-dim int64 tensor) over the
     first ``vocab`` columns of ``logits`` (rows, >= vocab; unit stride along them); with
     ``write_grad`` those columns now hold d mean-loss / d logits."""
@@ -56,7 +56,8 @@ def ce_rows(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, writ
     if rows:
         block = block_v or (INTERPRETER_BLOCK_V if INTERPRET else min(BLOCK_V, triton.next_power_of_2(V)))
         ce_fwd_grad_kernel[(rows,)](logits, logits.stride(0), targets, loss, n_valid, V, ignore_index,
-                                    BLOCK_V=block, WRITE_GRAD=write_grad, num_warps=num_warps or NUM_WARPS)
+                                    BLOCK_V=block, WRITE_GRAD=write_grad, num_warps=num_warps or NUM_WARPS,
+                                    L2_HINTS=L2_HINTS if l2_hints is None else l2_hints)
     return loss, n_valid
 
 

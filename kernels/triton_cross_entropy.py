@@ -14,9 +14,11 @@ import triton.language as tl
 
 @triton.jit
 def ce_fwd_grad_kernel(logits_ptr, stride_row, targets_ptr, loss_ptr, n_valid_ptr, V, ignore_index,
-                       BLOCK_V: tl.constexpr, WRITE_GRAD: tl.constexpr):
+                       BLOCK_V: tl.constexpr, WRITE_GRAD: tl.constexpr, L2_HINTS: tl.constexpr = False):
     """loss[row] = lse - x[target] (0 for an ignored row); with WRITE_GRAD the row of logits is
-    overwritten by d(mean loss)/d logits = (softmax - onehot) / n_valid (0 for an ignored row)."""
+    overwritten by d(mean loss)/d logits = (softmax - onehot) / n_valid (0 for an ignored row).
+    L2_HINTS: ask the cache to keep the row from the first pass for the second (evict_last), and
+    to drop it on the second (evict_first)."""
     row = tl.program_id(0).to(tl.int64)
     base = logits_ptr + row * stride_row
     target = tl.load(targets_ptr + row)
@@ -27,7 +29,11 @@ def ce_fwd_grad_kernel(logits_ptr, stride_row, targets_ptr, loss_ptr, n_valid_pt
     s = tl.zeros((BLOCK_V,), tl.float32)
     for start in range(0, V, BLOCK_V):
         cols = start + lanes
-        x = tl.load(base + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
+        if L2_HINTS:
+            x = tl.load(base + cols, mask=cols < V, other=float("-inf"), eviction_policy="evict_last")
+        else:
+            x = tl.load(base + cols, mask=cols < V, other=float("-inf"))
+        x = x.to(tl.float32)
         m_new = tl.maximum(m, x)
         s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
         m = m_new
@@ -41,6 +47,10 @@ def ce_fwd_grad_kernel(logits_ptr, stride_row, targets_ptr, loss_ptr, n_valid_pt
         scale = tl.where(valid, 1.0 / n_valid, 0.0)
         for start in range(0, V, BLOCK_V):
             cols = start + lanes
-            x = tl.load(base + cols, mask=cols < V, other=0.0).to(tl.float32)
+            if L2_HINTS:
+                x = tl.load(base + cols, mask=cols < V, other=0.0, eviction_policy="evict_first")
+            else:
+                x = tl.load(base + cols, mask=cols < V, other=0.0)
+            x = x.to(tl.float32)
             g = (tl.exp(x - lse) - tl.where(cols == safe_target, 1.0, 0.0)) * scale
             tl.store(base + cols, g.to(logits_ptr.dtype.element_ty), mask=cols < V)
