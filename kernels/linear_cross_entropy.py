@@ -17,15 +17,11 @@ import os
 import torch
 import triton
 
-from kernels.triton_cross_entropy import ce_fwd_grad_kernel, ce_row_resident_kernel
+from kernels.triton_cross_entropy import ce_fwd_grad_kernel
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-# The row kernels' tiles. H200, 32768 x 50257 bf16 (kernels/BENCHMARKS.md): (BLOCK_V, warps) of
-# the two-pass kernel; rows up to RESIDENT_MAX go to the one-pass kernel with RESIDENT_WARPS.
+# The row kernel's (BLOCK_V, warps). H200, 32768 x 50257 bf16: kernels/BENCHMARKS.md.
 BLOCK_V, NUM_WARPS = 2048, 16
-RESIDENT_MAX, RESIDENT_WARPS = 65536, 32
-# None: the rule in ce_rows; True/False forces a kernel (tests run both under the interpreter).
-RESIDENT: bool | None = None
 INTERPRETER_BLOCK_V = 64
 VOCAB_MULTIPLE = 64
 # Tests set this: the per-row losses start as NaN, so a row the kernel does not write fails.
@@ -45,8 +41,8 @@ def _padded(weight: torch.Tensor) -> torch.Tensor:
 
 
 def ce_rows(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, write_grad: bool,
-            vocab: int | None = None, block_v: int | None = None, num_warps: int | None = None,
-            resident: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+            vocab: int | None = None, block_v: int | None = None, num_warps: int | None = None
+            ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-row losses (rows,) fp32 and the number of counted rows (a 0-dim int64 tensor) over the
     first ``vocab`` columns of ``logits`` (rows, >= vocab; unit stride along them); with
     ``write_grad`` those columns now hold d mean-loss / d logits."""
@@ -58,17 +54,9 @@ def ce_rows(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, writ
     if POISON_OUTPUTS:
         loss.fill_(float("nan"))
     if rows:
-        whole = triton.next_power_of_2(V)
-        if resident is None:
-            resident = RESIDENT if RESIDENT is not None else (whole <= RESIDENT_MAX and not INTERPRET)
-        if resident:
-            ce_row_resident_kernel[(rows,)](logits, logits.stride(0), targets, loss, n_valid, V, ignore_index,
-                                            BLOCK_V=whole, WRITE_GRAD=write_grad,
-                                            num_warps=num_warps or RESIDENT_WARPS)
-        else:
-            block = block_v or (INTERPRETER_BLOCK_V if INTERPRET else min(BLOCK_V, whole))
-            ce_fwd_grad_kernel[(rows,)](logits, logits.stride(0), targets, loss, n_valid, V, ignore_index,
-                                        BLOCK_V=block, WRITE_GRAD=write_grad, num_warps=num_warps or NUM_WARPS)
+        block = block_v or (INTERPRETER_BLOCK_V if INTERPRET else min(BLOCK_V, triton.next_power_of_2(V)))
+        ce_fwd_grad_kernel[(rows,)](logits, logits.stride(0), targets, loss, n_valid, V, ignore_index,
+                                    BLOCK_V=block, WRITE_GRAD=write_grad, num_warps=num_warps or NUM_WARPS)
     return loss, n_valid
 
 

@@ -46,28 +46,3 @@ def ce_fwd_grad_kernel(logits_ptr, stride_row, targets_ptr, loss_ptr, n_valid_pt
             g = (tl.exp(x - lse) - tl.where(cols == safe_target, 1.0, 0.0)) * scale
             tl.store(base + cols, g.to(logits_ptr.dtype.element_ty), mask=cols < V)
 
-
-@triton.jit
-def ce_row_resident_kernel(logits_ptr, stride_row, targets_ptr, loss_ptr, n_valid_ptr, V, ignore_index,
-                           BLOCK_V: tl.constexpr, WRITE_GRAD: tl.constexpr):
-    """The same for a row that fits one block (BLOCK_V >= V): the row is read once and held in
-    registers for the max, the sum and the gradient, one read and one write instead of two reads
-    and one write."""
-    row = tl.program_id(0).to(tl.int64)
-    base = logits_ptr + row * stride_row
-    target = tl.load(targets_ptr + row)
-    valid = target != ignore_index
-    safe_target = tl.where(valid, target, 0)
-    cols = tl.arange(0, BLOCK_V)
-    x = tl.load(base + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
-    m = tl.max(x, 0)
-    e = tl.exp(x - m)
-    total = tl.sum(e, 0)
-    lse = m + tl.log(total)
-    x_target = tl.sum(tl.where(cols == safe_target, x, 0.0), 0)
-    tl.store(loss_ptr + row, tl.where(valid, lse - x_target, 0.0))
-    if WRITE_GRAD:
-        n_valid = tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
-        scale = tl.where(valid, 1.0 / n_valid, 0.0)
-        g = (e / total - tl.where(cols == safe_target, 1.0, 0.0)) * scale
-        tl.store(base + cols, g.to(logits_ptr.dtype.element_ty), mask=cols < V)

@@ -34,6 +34,7 @@ from workbench.train import BatchQueue, autocast_for, make_optimizer, step_calla
 # bwd_..." is a fused elementwise kernel, not attention), so "triton_" is tested before "attention".
 GROUPS = (
     ("attention (ours)", ("fwd_kernel", "dkdv_kernel", "dq_kernel", "scan_kernel")),
+    ("loss (ours)", ("ce_fwd_grad_kernel",)),
     ("torch.compile Triton", ("triton_",)),
     ("attention (SDPA)", ("flash", "cudnn", "fmha", "attention")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "matmul")),

@@ -16,13 +16,6 @@ def poison(monkeypatch):
     monkeypatch.setattr(lce, "POISON_OUTPUTS", True)
 
 
-@pytest.fixture(params=[False, True], ids=["two-pass", "resident"])
-def kernel(request, monkeypatch):
-    """Both row kernels: two passes over pieces of the row, or the whole row held at once."""
-    monkeypatch.setattr(lce, "RESIDENT", request.param)
-    return request.param
-
-
 def reference(h, w, t, ignore_index, d_loss):
     hd, wd = h.detach().double().requires_grad_(), w.detach().double().requires_grad_()
     loss = F.cross_entropy(hd @ wd.t(), t, ignore_index=ignore_index)
@@ -36,7 +29,7 @@ def rel(got, want):
 
 @pytest.mark.parametrize("rows,d,V", [(1, 16, 7), (37, 48, 1000), (100, 32, 130)])
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)], ids=["fp32", "bf16"])
-def test_loss_and_gradients_match_cross_entropy(rows, d, V, dtype, tol, kernel):
+def test_loss_and_gradients_match_cross_entropy(rows, d, V, dtype, tol):
     g = torch.Generator().manual_seed(rows * V)
     h = torch.randn(rows, d, generator=g).to(DEVICE, dtype).requires_grad_()
     w = (torch.randn(V, d, generator=g) * 0.5).to(DEVICE, dtype).requires_grad_()
@@ -51,7 +44,7 @@ def test_loss_and_gradients_match_cross_entropy(rows, d, V, dtype, tol, kernel):
     assert rel(dh, ref_dh) <= tol and rel(dw, ref_dw) <= tol
 
 
-def test_row_kernel_writes_every_row_and_reads_nothing_past_the_vocabulary(kernel):
+def test_row_kernel_writes_every_row_and_reads_nothing_past_the_vocabulary():
     rows, V, pad = 9, 70, 58
     logits = torch.randn(rows, V + pad, device=DEVICE)
     logits[:, V:] = float("nan")  # a kernel that reads past V turns its rows into NaN
@@ -68,7 +61,7 @@ def test_row_kernel_writes_every_row_and_reads_nothing_past_the_vocabulary(kerne
     assert torch.isnan(logits[:, V:]).all()  # the padding is left alone
 
 
-def test_every_row_ignored_gives_nan_like_cross_entropy_and_zero_gradients(kernel):
+def test_every_row_ignored_gives_nan_like_cross_entropy_and_zero_gradients():
     h = torch.randn(4, 8, device=DEVICE, requires_grad=True)
     w = torch.randn(10, 8, device=DEVICE, requires_grad=True)
     t = torch.full((4,), -100, device=DEVICE)
@@ -78,7 +71,7 @@ def test_every_row_ignored_gives_nan_like_cross_entropy_and_zero_gradients(kerne
     assert not dh.any() and not dw.any()
 
 
-def test_without_grad_the_loss_alone(kernel):
+def test_without_grad_the_loss_alone():
     h, w = torch.randn(5, 8, device=DEVICE), torch.randn(13, 8, device=DEVICE)
     t = torch.randint(0, 13, (5,), device=DEVICE)
     with torch.no_grad():
