@@ -5,7 +5,6 @@ Reads top to bottom: Attention (the slots in the order of reference/fox.md 2.10)
 """
 from __future__ import annotations
 
-import warnings
 
 import torch
 import torch.nn as nn
@@ -167,10 +166,4 @@ class LM(nn.Module):
 
 def build_model(spec: ModelSpec) -> LM:
     """tokens (B, T) long -> logits (B, T, V), or the loss given targets."""
-    if spec.attention.log_pruning_tolerance is not None:
-        warnings.warn(
-            "attention.log_pruning_tolerance: adaptive computation pruning is experimental. Its kernels "
-            "match the unpruned ones to rounding, but a 1000-step 125M FoX (Pro) with it ended 0.1 nats "
-            "higher in validation loss on one seed (docs/performance.md); studies/acp_seeds.yaml "
-            "compares seeds", UserWarning, stacklevel=2)
     return LM(spec)

@@ -176,12 +176,3 @@ def test_pruning_tolerance_is_validated_and_part_of_the_identity():
             ModelSpec(preset="fox_pro", attention={"log_pruning_tolerance": bad})
     with pytest.raises(ValidationError, match="needs a forget gate"):
         ModelSpec(preset="transformer_llama", attention={"log_pruning_tolerance": -10})
-
-
-def test_a_model_with_pruning_warns_that_it_is_experimental():
-    from workbench.model import build_model
-
-    spec = ModelSpec(preset="fox_pro", vocab_size=64, d_model=32, n_layers=1, n_heads=2,
-                     attention={"log_pruning_tolerance": -10})
-    with pytest.warns(UserWarning, match="experimental"):
-        build_model(spec)
