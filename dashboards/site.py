@@ -73,11 +73,19 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(frame, table, base) + "</section>")
 
     by_run = frame.filter(pl.col("alias_of").is_null()).select("run_id", "variant", "seed")
-    curves = position_curves(store, runs, frame, order)
+    positions = results.per_position(store, runs)
+    curves = position_curves(store, runs, frame, order, positions)
     if curves:
         page.html("<section><h2>Per-position loss</h2>")
         page.figure(figures.per_position_figure(curves, training_context(runs)))
         page.html("</section>")
+    missing = len(runs) - len(positions)
+    if missing:
+        # Say why a section is absent instead of leaving it out silently.
+        page.html(f'<p class="note">{missing} of {len(runs)} finished runs have no per-position loss artifact '
+                  f"(an early-stopped trial has none; none at all means the artifacts are not under "
+                  f"{esc(str(store.artifact_root or 'the store'))}, e.g. a tracking store copied without its "
+                  "mlartifacts folder): the per-position and per-head sections show the others only.</p>")
 
     hist = results.histories(store, runs, "val_loss").join(by_run, on="run_id")
     training = {}
@@ -130,9 +138,11 @@ def forgetting_heads(store: Store, runs: list, frame: pl.DataFrame, order: list[
     return maps, log_eps
 
 
-def position_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[str]) -> dict[str, np.ndarray]:
-    """variant -> [seeds, positions] of L(i), from each run's per-position artifact."""
-    positions = results.per_position(store, runs)
+def position_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[str],
+                    positions: dict | None = None) -> dict[str, np.ndarray]:
+    """variant -> [seeds, positions] of L(i), from each run's per-position artifact (``positions``:
+    results.per_position's answer, when the caller has it already)."""
+    positions = results.per_position(store, runs) if positions is None else positions
     curves = {}
     for variant in order:
         ids = frame.filter(pl.col("variant") == variant)["run_id"].to_list()

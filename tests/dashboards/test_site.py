@@ -2,6 +2,7 @@
 import html
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,25 @@ def test_deltas_are_taken_against_the_studys_tagged_base(quickstart, tmp_path):
     assert built.returncode == 0, built.stderr[-2000:]
     page = next((tmp_path / "site").glob("study-quickstart-*.html")).read_text()
     assert "&Delta; vs FoX (Pro) - forget gate</th>" in page
+
+
+def test_a_store_copied_without_its_artifacts_says_what_is_missing(site, quickstart, tmp_path):
+    """A tracking store brought back without its mlartifacts folder (as from the GPU machine, where
+    only mlflow.db fit) still builds; the page says the per-position artifacts are missing instead
+    of leaving the section out silently. With the artifacts the note is absent."""
+    workdir = tmp_path / "copy"
+    shutil.copytree(quickstart[0], workdir, ignore=shutil.ignore_patterns("site", "trials", "mlartifacts"))
+    # The runs' recorded artifact folders as on the machine the store came from, which is not this one.
+    with sqlite3.connect(workdir / "mlflow.db") as db:
+        db.execute("UPDATE runs SET artifact_uri = replace(artifact_uri, ?, '/elsewhere')",
+                   (str(quickstart[0].resolve()),))
+    built = wb("dashboard", "--workdir", workdir, "--study", "quickstart", "--out", tmp_path / "site")
+    assert built.returncode == 0, built.stderr[-2000:]
+    page = next((tmp_path / "site").glob("study-quickstart-*.html")).read_text()
+    assert re.search(r"([1-9]\d*) of \1 finished runs have no per-position loss artifact", page)
+    assert "<h2>Per-position loss</h2>" not in page
+    full = next((site[1]).glob("study-quickstart-*.html")).read_text()
+    assert "<h2>Per-position loss</h2>" in full and "have no per-position loss artifact" not in full
 
 
 def test_untrusted_names_are_escaped(site):
