@@ -34,9 +34,12 @@ def ce_fwd_grad_kernel(logits_ptr, stride_row, targets_ptr, loss_ptr, n_valid_pt
         m = m_new
     m_row = tl.max(m, 0)
     lse = m_row + tl.log(tl.sum(s * tl.exp(m - m_row), 0))
-    safe_target = tl.where(valid, target, 0)
+    # A target outside [0, V) that is not ignore_index is never read from memory: its row's loss
+    # is NaN, which the trainer reports as a non-finite loss (F.cross_entropy raises instead).
+    in_range = (target >= 0) & (target < V)
+    safe_target = tl.where(valid & in_range, target, 0)
     x_target = tl.load(base + safe_target).to(tl.float32)
-    tl.store(loss_ptr + row, tl.where(valid, lse - x_target, 0.0))
+    tl.store(loss_ptr + row, tl.where(valid, tl.where(in_range, lse - x_target, float("nan")), 0.0))
     if WRITE_GRAD:
         n_valid = tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
         scale = tl.where(valid, 1.0 / n_valid, 0.0)

@@ -71,6 +71,15 @@ def test_every_row_ignored_gives_nan_like_cross_entropy_and_zero_gradients():
     assert not dh.any() and not dw.any()
 
 
+def test_a_target_outside_the_vocabulary_makes_the_loss_nan():
+    """Never a read out of bounds: the row's loss is NaN, so training stops on a non-finite loss."""
+    h, w = torch.randn(5, 8, device=DEVICE, requires_grad=True), torch.randn(13, 8, device=DEVICE)
+    for bad in (13, 70, -3):
+        t = torch.randint(0, 13, (5,), device=DEVICE)
+        t[2] = bad
+        assert torch.isnan(linear_cross_entropy(h, w, t))
+
+
 def test_without_grad_the_loss_alone():
     h, w = torch.randn(5, 8, device=DEVICE), torch.randn(13, 8, device=DEVICE)
     t = torch.randint(0, 13, (5,), device=DEVICE)
