@@ -49,13 +49,19 @@ def ablation_table(runs: pl.DataFrame, table: pl.DataFrame, base: str, metric: s
         p = None if r["row"] == base else welch_p(mine[metric].to_list(), base_values)
         star = ' <span class="sig" title="p = {:.3g}">&#9733;</span>'.format(p) if p is not None and p < 0.05 else ""
         delta = "" if r["delta"] is None or r["row"] == base else f"{r['delta']:+.3f}"
+        paired = ""
+        if r["row"] != base and r.get("paired_seeds") and r.get("paired_ci95") is not None:
+            paired = (f'<br><span class="paired" title="mean of the per-seed differences from {esc(base)}, '
+                      f'{r["paired_seeds"]} seeds">paired {r["paired_delta"]:+.3f} &plusmn; {r["paired_ci95"]:.3f}</span>')
         params = f"{int(first['n_params']):,}" if first.get("n_params") is not None else ""
         rows.append(f'<tr><td class="variant">{esc(r["row"])}</td>{marks}<td class="num">{params}</td>'
                     f'<td class="num">{r["seeds"]}</td><td class="num value">{r["mean"]:.3f}{ci}</td>'
-                    f'<td class="num">{delta}{star}</td></tr>')
+                    f'<td class="num">{delta}{star}{paired}</td></tr>')
     return (f'<table class="ablation"><thead><tr><th>Variant</th>{head}<th>Params</th><th>Seeds</th>'
             f"<th>{esc(metric)} (mean &plusmn; 95% CI)</th><th>&Delta; vs {esc(base)}</th></tr></thead>"
-            f'<tbody>{"".join(rows)}</tbody></table><p class="note">&#9733;: {SIGNIFICANCE}. CI: Student t over seeds.</p>')
+            f'<tbody>{"".join(rows)}</tbody></table><p class="note">&#9733;: {SIGNIFICANCE}. CI: Student t over seeds. Paired: the mean and 95% CI of '
+            "the per-seed differences from the base (a seed fixes the data order of every variant), over the seeds "
+            "both have.</p>")
 
 
 def _band(fig, x, ys: np.ndarray, name: str, color: str, row=None, col=None) -> None:

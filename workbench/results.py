@@ -58,7 +58,8 @@ def with_row_labels(runs: pl.DataFrame) -> pl.DataFrame:
 
 def study_table(runs: pl.DataFrame, base: str, metric: str = "val_ppl", order: list[str] | None = None) -> pl.DataFrame:
     """Per row label: its variant, seeds, mean, 95% CI half-width (Student t over seeds), delta of
-    the mean vs the ``base`` variant; rows in the study's design ``order`` of variants."""
+    the mean vs the ``base`` variant, and the paired comparison by seed (``_paired``); rows in the
+    study's design ``order`` of variants."""
     runs = with_row_labels(runs)
     rank = {v: i for i, v in enumerate(order or dict.fromkeys(runs["variant"].to_list()))}
     table = (
@@ -73,20 +74,47 @@ def study_table(runs: pl.DataFrame, base: str, metric: str = "val_ppl", order: l
     base_mean = table.filter(pl.col("row") == base)["mean"]
     ref = base_mean[0] if len(base_mean) else None
     table = table.with_columns((pl.col("mean") - ref).alias("delta") if ref is not None else pl.lit(None, pl.Float64).alias("delta"))
+    table = table.join(_paired(runs, base, metric), on="row", how="left")
     position = pl.col("variant").replace_strict(rank, default=len(rank), return_dtype=pl.Int64)
     return table.with_columns(position.alias("_o")).sort("_o", "row").drop("_o")
+
+
+def _paired(runs: pl.DataFrame, base: str, metric: str) -> pl.DataFrame:
+    """Per row: the seeds it shares with the base row (``paired_seeds``), the mean of its per-seed
+    differences from the base (``paired_delta``) and that mean's 95% CI half-width (Student t,
+    ``paired_ci95``). A seed fixes the data order for every variant (and the initialisation of
+    what they share), so the per-seed differences cancel what the seed alone moves: the same study
+    can show a delta the unpaired CIs cannot tell from zero, or the reverse."""
+    schema = {"row": pl.String, "paired_seeds": pl.UInt32, "paired_delta": pl.Float64, "paired_ci95": pl.Float64}
+    per_seed = (runs.filter(~pl.col("stopped_early")).group_by("row", "seed").agg(pl.col(metric).mean())
+                .filter(pl.col(metric).is_not_null()))
+    base_seeds = per_seed.filter(pl.col("row") == base).select("seed", pl.col(metric).alias("_base"))
+    if base_seeds.is_empty():
+        return pl.DataFrame(schema=schema)
+    diffs = (per_seed.filter(pl.col("row") != base).join(base_seeds, on="seed")
+             .with_columns((pl.col(metric) - pl.col("_base")).alias("_d")))
+    out = diffs.group_by("row").agg(pl.len().alias("paired_seeds"), pl.col("_d").mean().alias("paired_delta"),
+                                    pl.col("_d").std().alias("_sd"))
+    return out.with_columns(pl.struct("paired_seeds", "_sd").map_elements(
+        lambda r: t975(r["paired_seeds"] - 1) * r["_sd"] / math.sqrt(r["paired_seeds"]) if r["paired_seeds"] > 1 else None,
+        return_dtype=pl.Float64).alias("paired_ci95")).select(list(schema)).cast(schema)
 
 
 def print_table(table: pl.DataFrame, base: str, metric: str = "val_ppl") -> None:
     # Names are printed whole (a cut name can read as another variant, as "Transformer (LLaMA)" for
     # "Transformer (LLaMA) w/o RoPE"); the base of the deltas gets a line of its own.
     width = max([len("variant"), *(len(r) for r in table["row"])])
-    print(f"delta = mean - mean of {base!r}")
-    print(f"{'variant':<{width}}  {'seeds':>5}  {metric + ' mean':>14}  {'95% CI':>9}  {'delta':>8}")
+    print(f"delta = mean - mean of {base!r}; paired = mean of the per-seed differences from it, 95% CI "
+          "(the seeds both have)")
+    print(f"{'variant':<{width}}  {'seeds':>5}  {metric + ' mean':>14}  {'95% CI':>9}  {'delta':>8}  {'paired':>21}")
     for r in table.iter_rows(named=True):
         ci = f"±{r['ci95']:.3f}" if r["ci95"] is not None else "n/a"
         delta = "" if r["delta"] is None or r["row"] == base else f"{r['delta']:+.3f}"
-        print(f"{r['row']:<{width}}  {r['seeds']:>5}  {r['mean']:>14.3f}  {ci:>9}  {delta:>8}")
+        paired = ""
+        if r["row"] != base and r.get("paired_seeds"):
+            pci = f"±{r['paired_ci95']:.3f}" if r["paired_ci95"] is not None else "±n/a"
+            paired = f"{r['paired_delta']:+.3f} {pci} ({r['paired_seeds']})"
+        print(f"{r['row']:<{width}}  {r['seeds']:>5}  {r['mean']:>14.3f}  {ci:>9}  {delta:>8}  {paired:>21}")
 
 
 def searched_values(runs: list) -> pl.DataFrame:

@@ -66,6 +66,14 @@ def test_every_variant_is_shown_with_the_store_numbers(site):
     for variant, values in by_variant.items():
         row = re.search(rf'<td class="variant">{re.escape(html.escape(variant))}</td>(.*?)</tr>', page).group(1)
         assert f"{sum(values) / len(values):.3f} &plusmn;" in row, (variant, row)
+    # The paired comparison, recomputed from the store: per seed, the variant minus the base.
+    seeds = {(r.data.tags["variant"], r.data.tags["seed"]): r.data.metrics["val_ppl"] for r in runs}
+    for variant in by_variant:
+        if variant == "FoX (Pro)":
+            continue
+        diffs = [v - seeds[("FoX (Pro)", s)] for (name, s), v in seeds.items() if name == variant]
+        row = re.search(rf'<td class="variant">{re.escape(html.escape(variant))}</td>(.*?)</tr>', page).group(1)
+        assert f"paired {sum(diffs) / len(diffs):+.3f} &plusmn;" in row, (variant, row)
 
 
 def test_deltas_are_taken_against_the_studys_tagged_base(quickstart, tmp_path):

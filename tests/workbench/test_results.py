@@ -22,3 +22,33 @@ def test_per_position_artifacts_are_found_after_the_workdir_moves(tmp_path):
     store = open_store(moved, "moved_study")
     runs = store.client.search_runs([store.experiment_id])
     assert results.per_position(store, runs) == {runs[0].info.run_id: curve}
+
+
+def test_paired_deltas_cancel_what_the_seed_alone_moves():
+    """Seeds that move every variant together (as a shared data order does): the unpaired CIs are
+    wide, the paired CI of the difference is the spread of the differences alone."""
+    import polars as pl
+
+    from workbench.results import study_table, t975
+
+    seed_effect = {0: 0.0, 1: 1.0, 2: -0.7}
+    shift = {"base": 0.0, "better": -0.1, "worse": 0.2}
+    noise = {("better", 0): 0.01, ("better", 1): -0.02, ("better", 2): 0.0, ("worse", 0): 0.0,
+             ("worse", 1): 0.0, ("worse", 2): 0.03}
+    rows = [{"variant": v, "seed": s, "search_point": "", "stopped_early": False,
+             "val_ppl": 10 + seed_effect[s] + shift[v] + noise.get((v, s), 0.0)}
+            for v in shift for s in seed_effect]
+    table = {r["row"]: r for r in study_table(pl.DataFrame(rows), "base").iter_rows(named=True)}
+    better = table["better"]
+    diffs = [-0.1 + 0.01, -0.1 - 0.02, -0.1]
+    mean = sum(diffs) / 3
+    sd = (sum((d - mean) ** 2 for d in diffs) / 2) ** 0.5
+    assert better["paired_seeds"] == 3
+    assert abs(better["paired_delta"] - mean) < 1e-12
+    assert abs(better["paired_ci95"] - t975(2) * sd / 3 ** 0.5) < 1e-12
+    assert better["paired_ci95"] < 0.1 < better["ci95"]  # the seed effect is gone from the paired CI
+    assert table["base"]["paired_seeds"] is None  # the base is not compared with itself
+    # Only the seeds both rows have are paired.
+    one = study_table(pl.DataFrame([r for r in rows if not (r["variant"] == "better" and r["seed"] > 0)]), "base")
+    row = one.filter(pl.col("row") == "better").row(0, named=True)
+    assert row["paired_seeds"] == 1 and row["paired_ci95"] is None
