@@ -129,8 +129,14 @@ def cmd_results(args: argparse.Namespace) -> int:
         print(f"no finished trials of study {name!r} in {args.tracking_uri or args.workdir}", file=sys.stderr)
         return 1
     base = args.base or _base_variant(study, runs)
+    metric = args.metric
+    recorded = sorted(c for c in runs.columns if runs[c].dtype.is_float())
+    if metric not in runs.columns or not runs[metric].dtype.is_float():
+        print(f"--metric {metric!r} is not a final metric of these trials; recorded: {', '.join(recorded)}",
+              file=sys.stderr)
+        return 2
     order = list(dict.fromkeys(t.variant for t in expand(study))) if study else None
-    print_table(study_table(runs, base, order=order), base)
+    print_table(study_table(runs, base, metric=metric, order=order), base, metric=metric)
     return 0
 
 
@@ -195,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", default="wb-runs")
     p.add_argument("--tracking-uri")
     p.add_argument("--base", help="the variant deltas are taken against (default: the design's base)")
+    p.add_argument("--metric", default="val_ppl",
+                   help="a final metric of the trials (default val_ppl; e.g. val_loss, tokens_per_s, mfu)")
     p.set_defaults(func=cmd_results)
     p = sub.add_parser("dashboard", help="build the static dashboard site from the tracking store")
     p.add_argument("--study", help="only this study (default: every study in the store)")

@@ -102,11 +102,11 @@ def _paired(runs: pl.DataFrame, base: str, metric: str) -> pl.DataFrame:
 
 def print_table(table: pl.DataFrame, base: str, metric: str = "val_ppl") -> None:
     # Names are printed whole (a cut name can read as another variant, as "Transformer (LLaMA)" for
-    # "Transformer (LLaMA) w/o RoPE"); the base of the deltas gets a line of its own.
-    width = max([len("variant"), *(len(r) for r in table["row"])])
+    # "Transformer (LLaMA) w/o RoPE"); the base of the deltas gets a line of its own. Columns are
+    # as wide as their widest entry (tokens/s runs to six digits, a perplexity to one).
     print(f"delta = mean - mean of {base!r}; paired = mean of the per-seed differences from it, 95% CI "
           "(the seeds both have)")
-    print(f"{'variant':<{width}}  {'seeds':>5}  {metric + ' mean':>14}  {'95% CI':>9}  {'delta':>8}  {'paired':>21}")
+    lines = [["variant", "seeds", f"{metric} mean", "95% CI", "delta", "paired"]]
     for r in table.iter_rows(named=True):
         ci = f"±{r['ci95']:.3f}" if r["ci95"] is not None else "n/a"
         delta = "" if r["delta"] is None or r["row"] == base else f"{r['delta']:+.3f}"
@@ -114,7 +114,10 @@ def print_table(table: pl.DataFrame, base: str, metric: str = "val_ppl") -> None
         if r["row"] != base and r.get("paired_seeds"):
             pci = f"±{r['paired_ci95']:.3f}" if r["paired_ci95"] is not None else "±n/a"
             paired = f"{r['paired_delta']:+.3f} {pci} ({r['paired_seeds']})"
-        print(f"{r['row']:<{width}}  {r['seeds']:>5}  {r['mean']:>14.3f}  {ci:>9}  {delta:>8}  {paired:>21}")
+        lines.append([r["row"], str(r["seeds"]), f"{r['mean']:.3f}", ci, delta, paired])
+    widths = [max(len(line[c]) for line in lines) for c in range(len(lines[0]))]
+    for line in lines:
+        print("  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]).rstrip())
 
 
 def searched_values(runs: list) -> pl.DataFrame:

@@ -85,6 +85,13 @@ def test_results_table_equals_the_store(quickstart):
     base = [r.data.metrics["val_ppl"] for r in runs if r.data.tags["variant"] == "FoX (Pro)"]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("FoX (Pro) "))
     assert f"{sum(base) / len(base):.3f}" in line
+    # Any final metric; one that was not recorded is an error that lists those that were.
+    proc = wb("results", ROOT / "studies/quickstart.yaml", "--workdir", workdir, "--metric", "val_loss")
+    base = [r.data.metrics["val_loss"] for r in runs if r.data.tags["variant"] == "FoX (Pro)"]
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("FoX (Pro) "))
+    assert proc.returncode == 0 and "val_loss mean" in proc.stdout and f"{sum(base) / len(base):.3f}" in line
+    proc = wb("results", ROOT / "studies/quickstart.yaml", "--workdir", workdir, "--metric", "loss")
+    assert proc.returncode == 2 and "--metric 'loss'" in proc.stderr and "val_loss" in proc.stderr
 
 
 def test_adding_a_seed_runs_only_the_new_trials(tmp_path):
