@@ -5,7 +5,6 @@ Reads top to bottom: Attention (the slots in the order of reference/fox.md 2.10)
 """
 from __future__ import annotations
 
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -67,9 +67,7 @@ def study_table(runs: pl.DataFrame, base: str, metric: str = "val_ppl", order: l
         .group_by("row", maintain_order=True)
         .agg(pl.col("variant").first(), pl.len().alias("seeds"), pl.col(metric).mean().alias("mean"),
              pl.col(metric).std().alias("std"))
-        .with_columns(pl.struct("seeds", "std").map_elements(
-            lambda r: t975(r["seeds"] - 1) * r["std"] / math.sqrt(r["seeds"]) if r["seeds"] > 1 else None,
-            return_dtype=pl.Float64).alias("ci95"))
+        .with_columns(_ci95("seeds", "std").alias("ci95"))
     )
     base_mean = table.filter(pl.col("row") == base)["mean"]
     ref = base_mean[0] if len(base_mean) else None
@@ -95,9 +93,14 @@ def _paired(runs: pl.DataFrame, base: str, metric: str) -> pl.DataFrame:
              .with_columns((pl.col(metric) - pl.col("_base")).alias("_d")))
     out = diffs.group_by("row").agg(pl.len().alias("paired_seeds"), pl.col("_d").mean().alias("paired_delta"),
                                     pl.col("_d").std().alias("_sd"))
-    return out.with_columns(pl.struct("paired_seeds", "_sd").map_elements(
-        lambda r: t975(r["paired_seeds"] - 1) * r["_sd"] / math.sqrt(r["paired_seeds"]) if r["paired_seeds"] > 1 else None,
-        return_dtype=pl.Float64).alias("paired_ci95")).select(list(schema)).cast(schema)
+    return out.with_columns(_ci95("paired_seeds", "_sd").alias("paired_ci95")).select(list(schema)).cast(schema)
+
+
+def _ci95(count: str, std: str) -> pl.Expr:
+    """95% CI half-width of a mean (Student t) from the columns holding n and the sample std."""
+    return pl.struct(count, std).map_elements(
+        lambda r: t975(r[count] - 1) * r[std] / math.sqrt(r[count]) if r[count] > 1 else None,
+        return_dtype=pl.Float64)
 
 
 def print_table(table: pl.DataFrame, base: str, metric: str = "val_ppl") -> None:
