@@ -9,6 +9,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from components.kv_shift import KVShift
+from components.qk_norm import QKNorm
 from kernels import forgetting_attention
 from kernels.pruning import kept_pairs
 from workbench.specs import ModelSpec
@@ -38,6 +40,10 @@ class Attention(nn.Module):
         # gate's d -> heads logits) instead of one each: a d -> heads matmul alone is too narrow
         # for the GPU's fast paths. The parameters stay each module's own; False computes them apart.
         self.fuse_projections = True
+        # KV-shift and QK-norm through kernels.prepare_qkv (one Triton pass each way from the
+        # projection to q, k, v): None = on CUDA when either is in the block, True/False forces
+        # it (tests; True on CPU needs the Triton interpreter). It needs fuse_projections.
+        self.fused_qkv: bool | None = None
 
     def _projections(self) -> list[tuple[str, nn.Linear]]:
         """(name, Linear of x) for q, k, v and for each component that declares input_projections()."""
@@ -48,20 +54,58 @@ class Attention(nn.Module):
                 out += [(f"{slot}.{name}", lin) for name, lin in module.input_projections().items()]
         return out
 
-    def _project(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        projections = self._projections()
-        if not self.fuse_projections:
-            return {name: lin(x) for name, lin in projections}
+    def _uses_fused_qkv(self, x: torch.Tensor) -> bool:
+        """The kernel covers the kinds this codebase defines; another kind (a user's own KV-shift
+        or QK-norm module) keeps the per-component path."""
+        if self.kv_shift is None and self.qk_norm is None or not self.fuse_projections:
+            return False
+        if not isinstance(self.kv_shift, (KVShift, type(None))) or not isinstance(self.qk_norm, (QKNorm, type(None))):
+            return False
+        return self.fused_qkv if self.fused_qkv is not None else x.is_cuda
+
+    @staticmethod
+    def _linear(x: torch.Tensor, projections: list[tuple[str, nn.Linear]]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """One matmul for several Linears of x: (the output with its padding, each one's slice)."""
         weights = [lin.weight for _, lin in projections]
         sizes = [w.shape[0] for w in weights]
         pad = -sum(sizes) % 64  # keeps the output's rows 128-byte aligned for the matmul
         if pad:
             weights.append(weights[0].new_zeros(pad, x.shape[-1]))
-        out = F.linear(x, torch.cat(weights)).split(sizes + [pad], dim=-1)
+        out = F.linear(x, torch.cat(weights))
+        return out, list(out.split(sizes + [pad], dim=-1)[: len(sizes)])
+
+    def _project(self, x: torch.Tensor, fused_qkv: bool) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        """Every projection of x by name; with ``fused_qkv`` q, k, v and the KV-shift logits come
+        as one separate (B, T, P) output (second item) for kernels.prepare_qkv, whose backward
+        writes that output's whole gradient: in one output with the gates' columns their
+        gradients would be copied into it."""
+        projections = self._projections()
+        if not self.fuse_projections:
+            return {name: lin(x) for name, lin in projections}, None
+        qkv = None
+        if fused_qkv:
+            n = 3 + len(self.kv_shift.input_projections() if self.kv_shift is not None else {})
+            qkv, _ = self._linear(x, projections[:n])
+            projections = projections[n:]
+        if not projections:
+            return {}, qkv
+        _, out = self._linear(x, projections)
         # Biases (the forget gate's) are added to their own slice, not as one concatenated bias:
         # that one's gradient summed the whole (B * T, 3d + ...) output gradient over tokens,
         # 0.7 ms per step at 125M (docs/performance.md), for a dozen columns.
-        return {name: t if lin.bias is None else t + lin.bias for (name, lin), t in zip(projections, out)}
+        return {name: t if lin.bias is None else t + lin.bias for (name, lin), t in zip(projections, out)}, qkv
+
+    def _fused_qkv(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        # Imported here: Triton reads TRITON_INTERPRET when it first decorates the kernel.
+        from kernels.qkv_prep import prepare_qkv
+
+        shift, norm = self.kv_shift, self.qk_norm
+        return prepare_qkv(qkv, self.n_heads, self.head_dim,
+                           k_shift=shift is not None and shift.k_alpha is not None,
+                           v_shift=shift is not None and shift.v_alpha is not None,
+                           q_weight=norm.q_weight if norm is not None else None,
+                           k_weight=norm.k_weight if norm is not None else None,
+                           eps=norm.eps if norm is not None else 1e-5)
 
     def _component(self, slot: str, projected: dict, *args):
         """Call a slot's module; one that declares input_projections() gets its outputs."""
@@ -73,14 +117,17 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, d = x.shape  # x is the pre-normed block input
-        projected = self._project(x)
-        q = projected["q"].view(B, T, self.n_heads, self.head_dim)  # (B, T, H, D)
-        k = projected["k"].view(B, T, self.n_heads, self.head_dim)
-        v = projected["v"].view(B, T, self.n_heads, self.head_dim)
-        if self.kv_shift is not None:
-            k, v = self._component("kv_shift", projected, x, k, v)
-        if self.qk_norm is not None:
-            q, k = self.qk_norm(q, k)
+        projected, qkv = self._project(x, self._uses_fused_qkv(x))
+        if qkv is not None:
+            q, k, v = self._fused_qkv(qkv)  # (B, T, H, D), KV-shift and QK-norm applied
+        else:
+            q = projected["q"].view(B, T, self.n_heads, self.head_dim)  # (B, T, H, D)
+            k = projected["k"].view(B, T, self.n_heads, self.head_dim)
+            v = projected["v"].view(B, T, self.n_heads, self.head_dim)
+            if self.kv_shift is not None:
+                k, v = self._component("kv_shift", projected, x, k, v)
+            if self.qk_norm is not None:
+                q, k = self.qk_norm(q, k)
         if self.rope is not None:
             q, k = self.rope(q, k)
         log_f = self._component("forget_gate", projected, x) if self.forget_gate is not None else None  # (B, T, H) fp32
@@ -136,6 +183,11 @@ class LM(nn.Module):
     def set_attention_backend(self, backend: str) -> None:
         for block in self.blocks:
             block.attn.backend = backend
+
+    def set_fused_qkv(self, fused: bool | None) -> None:
+        """KV-shift and QK-norm through kernels.prepare_qkv: None on CUDA, or forced (Attention)."""
+        for block in self.blocks:
+            block.attn.fused_qkv = fused
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None,
                 ignore_index: int = -100) -> torch.Tensor:

@@ -1,0 +1,125 @@
+"""Benchmark of KV-shift + QK-norm: kernels.prepare_qkv against the compiled component code.
+
+    python -m kernels.bench_qkv [--batch 8] [--context 4096] [--heads 12] [--head-dim 64] [--out qkv.json]
+
+Both sides take the block's projection output (B, T, 3HD + 2H, padded to a multiple of 64) in
+bf16 and return q, k, v (B, T, H, D): KV-shift on k and v, per-head RMSNorm of q and k (FoX
+(Pro)'s block). The torch side is what workbench.model runs without the kernel (the split, then
+components.kv_shift and components.qk_norm) under torch.compile; its compile is timed once, then
+the numbers are do_bench medians (ms) of the forward and of forward + backward (the gradient of
+the projection and of both scales). Also: the kernels alone for a grid of (BLOCK_T, warps), and
+the bytes they must move over their time. Prints a table, writes JSON. CUDA only.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+
+import torch
+import triton
+from triton.testing import do_bench
+
+import kernels.qkv_prep as qp
+from components.kv_shift import token_shift
+from components.norm import rms_norm
+
+
+def _components(proj, qw, kw, H, D, eps):
+    B, T, _ = proj.shape
+    q, k, v = (proj[..., i * H * D:(i + 1) * H * D].view(B, T, H, D) for i in range(3))
+    k = token_shift(proj[..., 3 * H * D:3 * H * D + H], k)
+    v = token_shift(proj[..., 3 * H * D + H:3 * H * D + 2 * H], v)
+    return rms_norm(q, qw, eps), rms_norm(k, kw, eps), v
+
+
+def _ours(proj, qw, kw, H, D, eps):
+    return qp.prepare_qkv(proj, H, D, k_shift=True, v_shift=True, q_weight=qw, k_weight=kw, eps=eps)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--context", type=int, default=4096)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("kernels.bench_qkv needs a CUDA GPU", file=sys.stderr)
+        return 2
+    torch.manual_seed(0)
+    B, T, H, D, eps = args.batch, args.context, args.heads, args.head_dim, 1e-5
+    cols = 3 * H * D + 2 * H
+    proj = torch.randn(B, T, cols + (-cols % 64), device="cuda").to(torch.bfloat16).requires_grad_()
+    qw, kw = (torch.rand(H, D, device="cuda").add_(0.5).requires_grad_() for _ in range(2))
+    ups = [torch.randn(B, T, H, D, device="cuda").to(torch.bfloat16) for _ in range(3)]
+
+    def fwd_bwd(fn):
+        def run():
+            torch.autograd.backward(fn(proj, qw, kw, H, D, eps), ups)
+        return run
+
+    # Accuracy of both bf16 sides against the components' code in fp64.
+    ref_in = [x.detach().double().requires_grad_() for x in (proj, qw, kw)]
+    ref = _components(*ref_in, H, D, eps)
+    ref_grads = torch.autograd.grad(ref, ref_in, [u.double() for u in ups])
+    accuracy = {}
+
+    results = {}
+    compiled = torch.compile(_components)
+    for name, fn in (("torch.compile (components/ code)", compiled), ("ours (prepare_qkv)", _ours)):
+        start = time.perf_counter()
+        out = fn(proj, qw, kw, H, D, eps)
+        grads = torch.autograd.grad(out, (proj, qw, kw), ups)
+        torch.cuda.synchronize()
+        first_s = time.perf_counter() - start
+        accuracy[name] = {n: ((a.double() - b).norm() / b.norm()).item()
+                          for n, a, b in zip(("q", "k", "v", "d proj", "d q_weight", "d k_weight"),
+                                             (*out, *grads), (*ref, *ref_grads))}
+        run = fwd_bwd(fn)
+        with torch.no_grad():
+            fwd_ms = do_bench(lambda: fn(proj, qw, kw, H, D, eps))
+        results[name] = {"fwd_ms": fwd_ms, "fwd_bwd_ms": do_bench(run), "first_call_s": first_s}
+
+    # The kernels alone, forward and backward, per (BLOCK_T, warps); bytes: reading proj's q, k,
+    # v and writing q, k, v (forward); reading them and the three gradients, writing d proj.
+    tensor = B * T * H * D * 2
+    moved = {"fwd": 6 * tensor, "bwd": 9 * tensor}
+    out = [torch.empty(B, T, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+    sweep = []
+    saved = qp.BLOCK_T, qp.NUM_WARPS
+    for block_t in (8, 16, 32, 64):
+        for warps in (1, 2, 4, 8):
+            qp.BLOCK_T, qp.NUM_WARPS = block_t, warps
+            with torch.no_grad():
+                f_ms = do_bench(lambda: qp._prep_op(proj, qw, kw, H, D, True, True, eps))
+                b_ms = do_bench(lambda: qp._prep_bwd_op(proj, qw, kw, *out, H, D, True, True, eps))
+            sweep.append({"block_t": block_t, "warps": warps, "fwd_ms": f_ms, "bwd_ms": b_ms,
+                          "fwd_tb_per_s": moved["fwd"] / f_ms / 1e9, "bwd_tb_per_s": moved["bwd"] / b_ms / 1e9})
+    qp.BLOCK_T, qp.NUM_WARPS = saved
+
+    torch_ms = results["torch.compile (components/ code)"]["fwd_bwd_ms"]
+    print(f"B {B}, T {T}, H {H}, D {D}, bf16, KV-shift (k, v) + QK-norm, {torch.cuda.get_device_name()}")
+    print(f"{'':36s} {'fwd ms':>8s} {'fwd+bwd ms':>11s} {'speed-up':>9s} {'1st call s':>11s}")
+    for name, r in results.items():
+        print(f"{name:36s} {r['fwd_ms']:8.3f} {r['fwd_bwd_ms']:11.3f} {torch_ms / r['fwd_bwd_ms']:8.2f}x "
+              f"{r['first_call_s']:11.1f}")
+    print("kernels alone, BLOCK_T x warps: fwd ms (TB/s), bwd ms (TB/s)")
+    for s in sweep:
+        print(f"  {s['block_t']:3d} x {s['warps']}: fwd {s['fwd_ms']:.3f} ({s['fwd_tb_per_s']:.2f}), "
+              f"bwd {s['bwd_ms']:.3f} ({s['bwd_tb_per_s']:.2f})")
+    for name, acc in accuracy.items():
+        print(f"accuracy against fp64, {name}: " + ", ".join(f"{k} {v:.1e}" for k, v in acc.items()))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"shape": vars(args), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "triton": triton.__version__, "python": platform.python_version(),
+                       "results": results, "kernels": sweep, "accuracy": accuracy}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
