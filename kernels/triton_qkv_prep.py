@@ -13,8 +13,8 @@ would not be) and the partial sums of the norms' weight gradients per tile, whic
 adds up: the separate token-axis reductions torch.compile made for them read q and k again.
 
 The shift couples token t to t + 1 in the backward (k~_t reaches k_t and k_{t+1}), so the
-backward recomputes the normed row t + 1 of its tile's last token and of every other row from
-loads shifted by one token; they hit the cache, the kernel is bound by its first reads.
+backward also recomputes the norm's backward at token t + 1 of every row, from loads shifted by
+one token: they hit the cache, and no program needs another's result.
 """
 from __future__ import annotations
 
@@ -45,7 +45,9 @@ def qkv_prep_fwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, qw_ptr, kw_ptr, s_
                         H: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr,
                         Q_NORM: tl.constexpr, K_NORM: tl.constexpr, K_SHIFT: tl.constexpr,
                         V_SHIFT: tl.constexpr):
-    tb, b, h = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
+    # One program per (tile, batch, head, which of q, k and v): three short independent programs
+    # rather than one that waits on its loads three times over.
+    tb, b, part, h = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2) // H, tl.program_id(2) % H
     t = tb * BLOCK_T + tl.arange(0, BLOCK_T)
     d = tl.arange(0, BLOCK_D)
     in_t, in_d = t < T, d < D
@@ -56,26 +58,27 @@ def qkv_prep_fwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, qw_ptr, kw_ptr, s_
     cols = h * D + d[None, :]
     out = (b * T + t.to(tl.int64))[:, None] * (H * D) + cols
 
-    q = tl.load(row + cols, mask=m, other=0.0).to(tl.float32)
-    if Q_NORM:
-        q = _norm(q, tl.load(qw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32), eps, D)
-    tl.store(q_ptr + out, q.to(q_ptr.dtype.element_ty), mask=m)
-
-    k = tl.load(row + H * D + cols, mask=m, other=0.0).to(tl.float32)
-    if K_SHIFT:
-        k_prev = tl.load(row - s_pt + H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
-        a = tl.sigmoid(tl.load(row1 + col_ak + h, mask=in_t, other=0.0).to(tl.float32))[:, None]
-        k = a * k_prev + (1 - a) * k
-    if K_NORM:
-        k = _norm(k, tl.load(kw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32), eps, D)
-    tl.store(k_ptr + out, k.to(k_ptr.dtype.element_ty), mask=m)
-
-    v = tl.load(row + 2 * H * D + cols, mask=m, other=0.0).to(tl.float32)
-    if V_SHIFT:
-        v_prev = tl.load(row - s_pt + 2 * H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
-        a = tl.sigmoid(tl.load(row1 + col_av + h, mask=in_t, other=0.0).to(tl.float32))[:, None]
-        v = a * v_prev + (1 - a) * v
-    tl.store(v_ptr + out, v.to(v_ptr.dtype.element_ty), mask=m)
+    if part == 0:
+        q = tl.load(row + cols, mask=m, other=0.0).to(tl.float32)
+        if Q_NORM:
+            q = _norm(q, tl.load(qw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32), eps, D)
+        tl.store(q_ptr + out, q.to(q_ptr.dtype.element_ty), mask=m)
+    elif part == 1:
+        k = tl.load(row + H * D + cols, mask=m, other=0.0).to(tl.float32)
+        if K_SHIFT:
+            k_prev = tl.load(row - s_pt + H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
+            a = tl.sigmoid(tl.load(row1 + col_ak + h, mask=in_t, other=0.0).to(tl.float32))[:, None]
+            k = a * k_prev + (1 - a) * k
+        if K_NORM:
+            k = _norm(k, tl.load(kw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32), eps, D)
+        tl.store(k_ptr + out, k.to(k_ptr.dtype.element_ty), mask=m)
+    else:
+        v = tl.load(row + 2 * H * D + cols, mask=m, other=0.0).to(tl.float32)
+        if V_SHIFT:
+            v_prev = tl.load(row - s_pt + 2 * H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
+            a = tl.sigmoid(tl.load(row1 + col_av + h, mask=in_t, other=0.0).to(tl.float32))[:, None]
+            v = a * v_prev + (1 - a) * v
+        tl.store(v_ptr + out, v.to(v_ptr.dtype.element_ty), mask=m)
 
 
 @triton.jit
@@ -86,7 +89,7 @@ def qkv_prep_bwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, C, P, qw_ptr, kw_p
                         K_SHIFT: tl.constexpr, V_SHIFT: tl.constexpr):
     """dq, dk, dv: gradients of the forward's outputs, (B, T, H, D) contiguous. dqw, dkw: the
     weight gradients' partial sums, (B * n_tiles, H, D) fp32, one row per (batch, tile)."""
-    tb, b, h = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
+    tb, b, part, h = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2) // H, tl.program_id(2) % H
     t = tb * BLOCK_T + tl.arange(0, BLOCK_T)
     d = tl.arange(0, BLOCK_D)
     in_t, in_d = t < T, d < D
@@ -101,66 +104,68 @@ def qkv_prep_bwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, C, P, qw_ptr, kw_p
     out = (b * T + t.to(tl.int64))[:, None] * (H * D) + cols
     partial = (b * tl.num_programs(0) + tb) * (H * D) + h * D + d
 
-    g = tl.load(dq_ptr + out, mask=m, other=0.0).to(tl.float32)
-    if Q_NORM:
-        x = tl.load(row + cols, mask=m, other=0.0).to(tl.float32)
-        w = tl.load(qw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32)
-        g_in, x_hat = _norm_bwd(x, g, w, eps, D)
-        tl.store(dqw_ptr + partial, tl.sum(g * x_hat, 0), mask=in_d)
-    else:
-        g_in = g
-    tl.store(drow + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
-
-    g = tl.load(dk_ptr + out, mask=m, other=0.0).to(tl.float32)
-    k = tl.load(row + H * D + cols, mask=m, other=0.0).to(tl.float32)
-    if K_NORM:
-        kw = tl.load(kw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32)
-    if K_SHIFT:
-        k_prev = tl.load(row - s_pt + H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
-        a1 = tl.sigmoid(tl.load(row1 + col_ak + h, mask=in_t, other=0.0).to(tl.float32))
-        a = a1[:, None]
-        ks = a * k_prev + (1 - a) * k
-    else:
-        ks = k
-    if K_NORM:
-        e, x_hat = _norm_bwd(ks, g, kw, eps, D)  # d loss / d (shifted k), token t
-        tl.store(dkw_ptr + partial, tl.sum(g * x_hat, 0), mask=in_d)
-    else:
-        e = g
-    if K_SHIFT:
-        # The same at token t + 1, recomputed: its shifted k needs k~_t and k~_{t+1}.
-        k_next = tl.load(row + s_pt + H * D + cols, mask=m_next, other=0.0).to(tl.float32)
-        a_next = tl.sigmoid(tl.load(row1 + s_pt + col_ak + h, mask=has_next, other=0.0).to(tl.float32))
-        a_next = tl.where(has_next, a_next, 0.0)[:, None]
-        g_next = tl.load(dk_ptr + out + H * D, mask=m_next, other=0.0).to(tl.float32)
-        if K_NORM:
-            e_next, _ = _norm_bwd(a_next * k + (1 - a_next) * k_next, g_next, kw, eps, D)
+    if part == 0:
+        g = tl.load(dq_ptr + out, mask=m, other=0.0).to(tl.float32)
+        if Q_NORM:
+            x = tl.load(row + cols, mask=m, other=0.0).to(tl.float32)
+            w = tl.load(qw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32)
+            g_in, x_hat = _norm_bwd(x, g, w, eps, D)
+            tl.store(dqw_ptr + partial, tl.sum(g * x_hat, 0), mask=in_d)
         else:
-            e_next = g_next
-        d_logit = tl.sum(e * (k_prev - k), 1) * a1 * (1 - a1)
-        tl.store(drow1 + col_ak + h, d_logit.to(dproj_ptr.dtype.element_ty), mask=in_t)
-        g_in = (1 - a) * e + a_next * e_next
+            g_in = g
+        tl.store(drow + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
+    elif part == 1:
+        g = tl.load(dk_ptr + out, mask=m, other=0.0).to(tl.float32)
+        k = tl.load(row + H * D + cols, mask=m, other=0.0).to(tl.float32)
+        if K_NORM:
+            kw = tl.load(kw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32)
+        if K_SHIFT:
+            k_prev = tl.load(row - s_pt + H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
+            a1 = tl.sigmoid(tl.load(row1 + col_ak + h, mask=in_t, other=0.0).to(tl.float32))
+            a = a1[:, None]
+            ks = a * k_prev + (1 - a) * k
+        else:
+            ks = k
+        if K_NORM:
+            e, x_hat = _norm_bwd(ks, g, kw, eps, D)  # d loss / d (shifted k), token t
+        else:
+            e = g
+        if K_SHIFT:
+            # The same at token t + 1, recomputed: its shifted k needs k~_t and k~_{t+1}.
+            k_next = tl.load(row + s_pt + H * D + cols, mask=m_next, other=0.0).to(tl.float32)
+            a_next = tl.sigmoid(tl.load(row1 + s_pt + col_ak + h, mask=has_next, other=0.0).to(tl.float32))
+            a_next = tl.where(has_next, a_next, 0.0)[:, None]
+            g_next = tl.load(dk_ptr + out + H * D, mask=m_next, other=0.0).to(tl.float32)
+            if K_NORM:
+                e_next, _ = _norm_bwd(a_next * k + (1 - a_next) * k_next, g_next, kw, eps, D)
+            else:
+                e_next = g_next
+            d_logit = tl.sum(e * (k_prev - k), 1) * a1 * (1 - a1)
+            g_in = (1 - a) * e + a_next * e_next
+            tl.store(drow1 + col_ak + h, d_logit.to(dproj_ptr.dtype.element_ty), mask=in_t)
+        else:
+            g_in = e
+        tl.store(drow + H * D + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
+        if K_NORM:  # stored last: a store before the loads above would hold them back
+            tl.store(dkw_ptr + partial, tl.sum(g * x_hat, 0), mask=in_d)
     else:
-        g_in = e
-    tl.store(drow + H * D + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
+        g = tl.load(dv_ptr + out, mask=m, other=0.0).to(tl.float32)
+        if V_SHIFT:
+            v = tl.load(row + 2 * H * D + cols, mask=m, other=0.0).to(tl.float32)
+            v_prev = tl.load(row - s_pt + 2 * H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
+            a1 = tl.sigmoid(tl.load(row1 + col_av + h, mask=in_t, other=0.0).to(tl.float32))
+            a = a1[:, None]
+            a_next = tl.sigmoid(tl.load(row1 + s_pt + col_av + h, mask=has_next, other=0.0).to(tl.float32))
+            a_next = tl.where(has_next, a_next, 0.0)[:, None]
+            g_next = tl.load(dv_ptr + out + H * D, mask=m_next, other=0.0).to(tl.float32)
+            d_logit = tl.sum(g * (v_prev - v), 1) * a1 * (1 - a1)
+            g_in = (1 - a) * g + a_next * g_next
+            tl.store(drow1 + col_av + h, d_logit.to(dproj_ptr.dtype.element_ty), mask=in_t)
+        else:
+            g_in = g
+        tl.store(drow + 2 * H * D + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
 
-    g = tl.load(dv_ptr + out, mask=m, other=0.0).to(tl.float32)
-    if V_SHIFT:
-        v = tl.load(row + 2 * H * D + cols, mask=m, other=0.0).to(tl.float32)
-        v_prev = tl.load(row - s_pt + 2 * H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
-        a1 = tl.sigmoid(tl.load(row1 + col_av + h, mask=in_t, other=0.0).to(tl.float32))
-        a = a1[:, None]
-        a_next = tl.sigmoid(tl.load(row1 + s_pt + col_av + h, mask=has_next, other=0.0).to(tl.float32))
-        a_next = tl.where(has_next, a_next, 0.0)[:, None]
-        g_next = tl.load(dv_ptr + out + H * D, mask=m_next, other=0.0).to(tl.float32)
-        d_logit = tl.sum(g * (v_prev - v), 1) * a1 * (1 - a1)
-        tl.store(drow1 + col_av + h, d_logit.to(dproj_ptr.dtype.element_ty), mask=in_t)
-        g_in = (1 - a) * g + a_next * g_next
-    else:
-        g_in = g
-    tl.store(drow + 2 * H * D + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
-
-    if h == 0:  # the padding columns [C, P): 0
+    if (part == 0) & (h == 0):  # the padding columns [C, P): 0
         for start in range(C, P, BLOCK_PAD):
             pad = start + tl.arange(0, BLOCK_PAD)[None, :]
             tl.store(drow + pad, tl.zeros((BLOCK_T, BLOCK_PAD), dproj_ptr.dtype.element_ty),

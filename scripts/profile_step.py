@@ -35,6 +35,7 @@ from workbench.train import BatchQueue, autocast_for, make_optimizer, step_calla
 GROUPS = (
     ("attention (ours)", ("fwd_kernel", "dkdv_kernel", "dq_kernel", "scan_kernel")),
     ("loss (ours)", ("ce_fwd_grad_kernel",)),
+    ("KV-shift + QK-norm (ours)", ("qkv_prep_",)),
     ("torch.compile Triton", ("triton_",)),
     ("attention (SDPA)", ("flash", "cudnn", "fmha", "attention")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "matmul")),
