@@ -2,14 +2,14 @@
 
     python -m kernels.bench_qkv [--batch 8] [--context 4096] [--heads 12] [--head-dim 64] [--out qkv.json]
 
-Both sides take the block's projection output (B, T, 3HD + 2H, padded to a multiple of 64) in
-bf16 and return q, k, v (B, T, H, D): KV-shift on k and v, per-head RMSNorm of q and k (FoX
-(Pro)'s block). The torch side is what workbench.model runs without the kernel (the split, then
+Both sides take the block's projection output (B, T, 3HD + 2H + H + HD, padded to a multiple of
+64) in bf16 and return q, k, v (B, T, H, D): KV-shift on k and v, per-head RMSNorm of q and k
+(FoX (Pro)'s block), and the gates' H + HD logits (the torch side as a slice, ours as a copy). The torch side is what workbench.model runs without the kernel (the split, then
 components.kv_shift and components.qk_norm) under torch.compile; its compile is timed once, then
 the numbers are medians (ms) of the forward and of forward + backward (the gradient of the
 projection and of both scales), launched eagerly (do_bench) and replayed as a CUDA graph
 (do_bench_cudagraph, as a training step runs). Also: the kernels alone for a grid of (BLOCK_T, warps), and
-the bytes they must move over their time. Prints a table, writes JSON. CUDA only.
+the bytes they must move over their time (the fastest is what kernels/qkv_prep.py should set). Prints a table, writes JSON. CUDA only.
 """
 from __future__ import annotations
 
@@ -28,16 +28,22 @@ from components.kv_shift import token_shift
 from components.norm import rms_norm
 
 
+def _rest(H, D):
+    return H + H * D  # the gates' logits: the forget gate's (H) and the output gate's (H D)
+
+
 def _components(proj, qw, kw, H, D, eps):
     B, T, _ = proj.shape
     q, k, v = (proj[..., i * H * D:(i + 1) * H * D].view(B, T, H, D) for i in range(3))
     k = token_shift(proj[..., 3 * H * D:3 * H * D + H], k)
     v = token_shift(proj[..., 3 * H * D + H:3 * H * D + 2 * H], v)
-    return rms_norm(q, qw, eps), rms_norm(k, kw, eps), v
+    rest = proj[..., 3 * H * D + 2 * H:3 * H * D + 2 * H + _rest(H, D)]
+    return rms_norm(q, qw, eps), rms_norm(k, kw, eps), v, rest
 
 
 def _ours(proj, qw, kw, H, D, eps):
-    return qp.prepare_qkv(proj, H, D, k_shift=True, v_shift=True, q_weight=qw, k_weight=kw, eps=eps)
+    return qp.prepare_qkv(proj, H, D, k_shift=True, v_shift=True, q_weight=qw, k_weight=kw, eps=eps,
+                          rest=_rest(H, D))
 
 
 def main(argv=None) -> int:
@@ -53,14 +59,15 @@ def main(argv=None) -> int:
         return 2
     torch.manual_seed(0)
     B, T, H, D, eps = args.batch, args.context, args.heads, args.head_dim, 1e-5
-    cols = 3 * H * D + 2 * H
+    cols = 3 * H * D + 2 * H + _rest(H, D)
     proj = torch.randn(B, T, cols + (-cols % 64), device="cuda").to(torch.bfloat16).requires_grad_()
     qw, kw = (torch.rand(H, D, device="cuda").add_(0.5).requires_grad_() for _ in range(2))
     ups = [torch.randn(B, T, H, D, device="cuda").to(torch.bfloat16) for _ in range(3)]
+    ups.append(torch.randn(B, T, _rest(H, D), device="cuda").to(torch.bfloat16))
 
     def fwd_bwd(fn):
-        def run():
-            torch.autograd.backward(fn(proj, qw, kw, H, D, eps), ups)
+        def run():  # gradients returned, not accumulated into .grad (which CUDA graph capture refuses)
+            return torch.autograd.grad(fn(proj, qw, kw, H, D, eps), (proj, qw, kw), ups)
         return run
 
     # Accuracy of both bf16 sides against the components' code in fp64.
@@ -78,7 +85,7 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         first_s = time.perf_counter() - start
         accuracy[name] = {n: ((a.double() - b).norm() / b.norm()).item()
-                          for n, a, b in zip(("q", "k", "v", "d proj", "d q_weight", "d k_weight"),
+                          for n, a, b in zip(("q", "k", "v", "rest", "d proj", "d q_weight", "d k_weight"),
                                              (*out, *grads), (*ref, *ref_grads))}
         run = fwd_bwd(fn)
         with torch.no_grad():
@@ -95,22 +102,25 @@ def main(argv=None) -> int:
         results[name] = {"fwd_ms": fwd_ms, "fwd_bwd_ms": do_bench(run), "first_call_s": first_s,
                          "graph_fwd_ms": fwd_graph, "graph_fwd_bwd_ms": both_graph}
 
-    # The kernels alone, forward and backward, per (BLOCK_T, warps); bytes: reading proj's q, k,
-    # v and writing q, k, v (forward); reading them and the three gradients, writing d proj.
-    tensor = B * T * H * D * 2
-    moved = {"fwd": 6 * tensor, "bwd": 9 * tensor}
-    out = [torch.empty(B, T, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+    # The kernels alone, forward and backward, per (BLOCK_T, TILES, warps); bytes: reading proj's
+    # q, k, v and the rest, writing q, k, v and the rest's copy (forward); reading them and the
+    # gradients of q, k, v and the rest, writing d proj (backward).
+    tensor, rest = B * T * H * D * 2, B * T * _rest(H, D) * 2
+    moved = {"fwd": 6 * tensor + 2 * rest, "bwd": 9 * tensor + 2 * rest}
+    grads = [u.detach() for u in ups]
     sweep = []
-    saved = qp.BLOCK_T, qp.NUM_WARPS
-    for block_t in (4, 8, 16, 32):
-        for warps in (1, 2, 4):
-            qp.BLOCK_T, qp.NUM_WARPS = block_t, warps
-            with torch.no_grad():
-                f_ms = do_bench(lambda: qp._prep_op(proj, qw, kw, H, D, True, True, eps))
-                b_ms = do_bench(lambda: qp._prep_bwd_op(proj, qw, kw, *out, H, D, True, True, eps))
-            sweep.append({"block_t": block_t, "warps": warps, "fwd_ms": f_ms, "bwd_ms": b_ms,
-                          "fwd_tb_per_s": moved["fwd"] / f_ms / 1e9, "bwd_tb_per_s": moved["bwd"] / b_ms / 1e9})
-    qp.BLOCK_T, qp.NUM_WARPS = saved
+    saved = qp.BLOCK_T, qp.TILES, qp.NUM_WARPS
+    for block_t in (8, 16, 32):
+        for tiles in (1, 4):
+            for warps in (1, 2, 4):
+                qp.BLOCK_T, qp.TILES, qp.NUM_WARPS = block_t, tiles, warps
+                with torch.no_grad():
+                    f_ms = do_bench(lambda: qp._prep_op(proj, qw, kw, H, D, True, True, eps, _rest(H, D)))
+                    b_ms = do_bench(lambda: qp._prep_bwd_op(proj, qw, kw, *grads, H, D, True, True, eps))
+                sweep.append({"block_t": block_t, "tiles": tiles, "warps": warps, "fwd_ms": f_ms, "bwd_ms": b_ms,
+                              "fwd_tb_per_s": moved["fwd"] / f_ms / 1e9,
+                              "bwd_tb_per_s": moved["bwd"] / b_ms / 1e9})
+    qp.BLOCK_T, qp.TILES, qp.NUM_WARPS = saved
 
     torch_ms = results["torch.compile (components/ code)"]["fwd_bwd_ms"]
     print(f"B {B}, T {T}, H {H}, D {D}, bf16, KV-shift (k, v) + QK-norm, {torch.cuda.get_device_name()}")
@@ -121,9 +131,9 @@ def main(argv=None) -> int:
         print(f"{name:36s} {r['fwd_ms']:8.3f} {r['fwd_bwd_ms']:11.3f} {torch_ms / r['fwd_bwd_ms']:8.2f}x | "
               f"{'':12s}{r['graph_fwd_ms']:8.3f} {r['graph_fwd_bwd_ms']:11.3f} "
               f"{graph_ms / r['graph_fwd_bwd_ms']:8.2f}x | {r['first_call_s']:10.1f}")
-    print("kernels alone, BLOCK_T x warps: fwd ms (TB/s), bwd ms (TB/s)")
+    print("kernels alone, BLOCK_T x TILES x warps: fwd ms (TB/s), bwd ms (TB/s)")
     for s in sweep:
-        print(f"  {s['block_t']:3d} x {s['warps']}: fwd {s['fwd_ms']:.3f} ({s['fwd_tb_per_s']:.2f}), "
+        print(f"  {s['block_t']:3d} x {s['tiles']} x {s['warps']}: fwd {s['fwd_ms']:.3f} ({s['fwd_tb_per_s']:.2f}), "
               f"bwd {s['bwd_ms']:.3f} ({s['bwd_tb_per_s']:.2f})")
     for name, acc in accuracy.items():
         print(f"accuracy against fp64, {name}: " + ", ".join(f"{k} {v:.1e}" for k, v in acc.items()))

@@ -3,7 +3,8 @@ pass forward and one backward (kernels/triton_qkv_prep.py).
 
 ``prepare_qkv(proj, n_heads, head_dim, k_shift=..., v_shift=..., q_weight=..., k_weight=...)``
 takes the projection output (B, T, P) with columns [q | k | v | k-shift logits (H, if k_shift) |
-v-shift logits (H, if v_shift) | padding] and returns q, k, v as (B, T, H, D), the same numbers
+v-shift logits (H, if v_shift) | rest | padding] and returns q, k, v as (B, T, H, D) (and a copy
+of the rest columns, the gates' logits), the same numbers
 as components.kv_shift.token_shift followed by components.qk_norm.QKNorm (up to rounding: the
 kernel stays in fp32 between the load and the store). Its backward writes the gradient of every
 column of ``proj``, so the projection's backward matmuls read it as it is; torch.compile's code
@@ -25,9 +26,10 @@ import triton
 from kernels.triton_qkv_prep import qkv_prep_bwd_kernel, qkv_prep_fwd_kernel
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-# Tokens per program and warps. H200, 125M step (B 8, T 4096, H 12, D 64): kernels/BENCHMARKS.md.
-BLOCK_T, NUM_WARPS = 8, 1
-BLOCK_PAD = 64
+# Tokens per tile, tiles per backward program, warps. H200, 125M step (B 8, T 4096, H 12, D 64):
+# kernels/BENCHMARKS.md.
+BLOCK_T, TILES, NUM_WARPS = 16, 1, 2
+BLOCK_R = 64
 # Tests set this: outputs start as NaN, so an element the kernels do not write fails.
 POISON_OUTPUTS = False
 
@@ -43,76 +45,77 @@ def _weight_stride(w: Optional[torch.Tensor]) -> int:
     return 0 if w is None or w.dim() == 1 else w.stride(0)  # (D,): one scale shared by all heads
 
 
-def _empty(like: torch.Tensor, *shape) -> torch.Tensor:
-    out = like.new_empty(shape)
+def _empty(like: torch.Tensor, *shape, dtype=None) -> torch.Tensor:
+    out = like.new_empty(shape, dtype=dtype or like.dtype)
     return out.fill_(float("nan")) if POISON_OUTPUTS else out
 
 
-def _launch_args(proj, n_heads, head_dim):
-    B, T, _ = proj.shape
-    block_t = min(BLOCK_T, triton.next_power_of_2(T))
-    grid = (triton.cdiv(T, block_t), B, 3 * n_heads)  # q, k and v of each head apart
-    return grid, dict(H=n_heads, D=head_dim, BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_T=block_t,
-                      num_warps=NUM_WARPS)
+def _meta(T: int, n_heads: int, head_dim: int) -> dict:
+    return dict(H=n_heads, D=head_dim, BLOCK_D=triton.next_power_of_2(head_dim),
+                BLOCK_T=min(BLOCK_T, triton.next_power_of_2(T)), BLOCK_R=BLOCK_R, num_warps=NUM_WARPS)
 
 
 @torch.library.custom_op("fox_workbench::qkv_prep", mutates_args=())
 def _prep_op(proj: torch.Tensor, q_weight: Optional[torch.Tensor], k_weight: Optional[torch.Tensor],
-             n_heads: int, head_dim: int, k_shift: bool, v_shift: bool, eps: float
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             n_heads: int, head_dim: int, k_shift: bool, v_shift: bool, eps: float, rest: int
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     B, T, _ = proj.shape
     q, k, v = (_empty(proj, B, T, n_heads, head_dim) for _ in range(3))
-    col_ak, col_av, _ = _columns(n_heads, head_dim, k_shift, v_shift)
-    grid, meta = _launch_args(proj, n_heads, head_dim)
+    rest_out = _empty(proj, B, T, rest)
+    col_ak, col_av, C = _columns(n_heads, head_dim, k_shift, v_shift)
+    meta = _meta(T, n_heads, head_dim)
+    grid = (triton.cdiv(T, meta["BLOCK_T"]), B, 3 * n_heads + triton.cdiv(rest, BLOCK_R))
     if B * T:
         qkv_prep_fwd_kernel[grid](
-            proj, proj.stride(0), proj.stride(1), col_ak, col_av,
+            proj, proj.stride(0), proj.stride(1), col_ak, col_av, C, rest,
             q_weight if q_weight is not None else proj, k_weight if k_weight is not None else proj,
-            _weight_stride(q_weight if q_weight is not None else k_weight), q, k, v, T, eps,
+            _weight_stride(q_weight if q_weight is not None else k_weight), q, k, v, rest_out, T, eps,
             Q_NORM=q_weight is not None, K_NORM=k_weight is not None, K_SHIFT=k_shift, V_SHIFT=v_shift, **meta)
-    return q, k, v
+    return q, k, v, rest_out
 
 
 @_prep_op.register_fake
-def _(proj, q_weight, k_weight, n_heads, head_dim, k_shift, v_shift, eps):
+def _(proj, q_weight, k_weight, n_heads, head_dim, k_shift, v_shift, eps, rest):
     B, T, _ = proj.shape
-    return tuple(proj.new_empty(B, T, n_heads, head_dim) for _ in range(3))
+    return (*(proj.new_empty(B, T, n_heads, head_dim) for _ in range(3)), proj.new_empty(B, T, rest))
 
 
 @torch.library.custom_op("fox_workbench::qkv_prep_bwd", mutates_args=())
 def _prep_bwd_op(proj: torch.Tensor, q_weight: Optional[torch.Tensor], k_weight: Optional[torch.Tensor],
-                 dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, n_heads: int, head_dim: int,
-                 k_shift: bool, v_shift: bool, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                 dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, drest: torch.Tensor, n_heads: int,
+                 head_dim: int, k_shift: bool, v_shift: bool, eps: float
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """-> d proj (B, T, P) in proj's dtype, d q_weight and d k_weight (fp32, their shapes; empty
     when absent)."""
     B, T, P = proj.shape
-    dq, dk, dv = dq.contiguous(), dk.contiguous(), dv.contiguous()
+    dq, dk, dv, drest = dq.contiguous(), dk.contiguous(), dv.contiguous(), drest.contiguous()
     dproj = _empty(proj, B, T, P)
-    col_ak, col_av, end = _columns(n_heads, head_dim, k_shift, v_shift)
-    grid, meta = _launch_args(proj, n_heads, head_dim)
-    tiles = grid[0] * B
-    dqw = proj.new_empty(tiles, n_heads, head_dim, dtype=torch.float32) if q_weight is not None else None
-    dkw = proj.new_empty(tiles, n_heads, head_dim, dtype=torch.float32) if k_weight is not None else None
+    col_ak, col_av, C = _columns(n_heads, head_dim, k_shift, v_shift)
+    meta = _meta(T, n_heads, head_dim)
+    programs_t = triton.cdiv(T, meta["BLOCK_T"] * TILES)
+    grid = (programs_t, B, 3 * n_heads + triton.cdiv(P - C, BLOCK_R))
+    partials = [_empty(proj, programs_t * B, n_heads, head_dim, dtype=torch.float32) if w is not None else None
+                for w in (q_weight, k_weight)]
     if B * T:
         qkv_prep_bwd_kernel[grid](
-            proj, proj.stride(0), proj.stride(1), col_ak, col_av, end, P,
+            proj, proj.stride(0), proj.stride(1), col_ak, col_av, C, drest.shape[-1], P,
             q_weight if q_weight is not None else proj, k_weight if k_weight is not None else proj,
-            _weight_stride(q_weight if q_weight is not None else k_weight), dq, dk, dv,
-            dproj, dproj.stride(0), dproj.stride(1), dqw if dqw is not None else dproj,
-            dkw if dkw is not None else dproj, T, eps, BLOCK_PAD=BLOCK_PAD,
-            Q_NORM=q_weight is not None, K_NORM=k_weight is not None, K_SHIFT=k_shift, V_SHIFT=v_shift, **meta)
+            _weight_stride(q_weight if q_weight is not None else k_weight), dq, dk, dv, drest,
+            dproj, dproj.stride(0), dproj.stride(1), *(p if p is not None else dproj for p in partials),
+            T, eps, TILES=TILES, Q_NORM=q_weight is not None, K_NORM=k_weight is not None,
+            K_SHIFT=k_shift, V_SHIFT=v_shift, **meta)
 
     def total(partial, w):
         if w is None:
             return proj.new_empty(0, dtype=torch.float32)
-        s = partial.sum(0) if tiles else partial.new_zeros(n_heads, head_dim)
+        s = partial.sum(0) if B * T else partial.new_zeros(n_heads, head_dim)
         return s.sum(0) if w.dim() == 1 else s  # a shared (D,) scale: its heads' sum
 
-    return dproj, total(dqw, q_weight), total(dkw, k_weight)
+    return dproj, total(partials[0], q_weight), total(partials[1], k_weight)
 
 
 @_prep_bwd_op.register_fake
-def _(proj, q_weight, k_weight, dq, dk, dv, n_heads, head_dim, k_shift, v_shift, eps):
+def _(proj, q_weight, k_weight, dq, dk, dv, drest, n_heads, head_dim, k_shift, v_shift, eps):
     def w_grad(w):
         return proj.new_empty(w.shape if w is not None else (0,), dtype=torch.float32)
 
@@ -120,16 +123,22 @@ def _(proj, q_weight, k_weight, dq, dk, dv, n_heads, head_dim, k_shift, v_shift,
 
 
 def _setup_context(ctx, inputs, output):
-    proj, q_weight, k_weight, n_heads, head_dim, k_shift, v_shift, eps = inputs
+    proj, q_weight, k_weight, n_heads, head_dim, k_shift, v_shift, eps, rest = inputs
     ctx.save_for_backward(proj, q_weight, k_weight)
     ctx.args = (n_heads, head_dim, k_shift, v_shift, eps)
+    ctx.rest = rest
 
 
-def _backward(ctx, dq, dk, dv):
+def _backward(ctx, dq, dk, dv, drest):
     proj, q_weight, k_weight = ctx.saved_tensors
-    dproj, dqw, dkw = _prep_bwd_op(proj, q_weight, k_weight, dq, dk, dv, *ctx.args)
+    B, T, _ = proj.shape
+    H, D = ctx.args[:2]
+    # An output nobody used has no gradient (None): zeros of its shape, the kernel reads them.
+    dq, dk, dv = (g if g is not None else proj.new_zeros(B, T, H, D) for g in (dq, dk, dv))
+    drest = drest if drest is not None else proj.new_zeros(B, T, ctx.rest)
+    dproj, dqw, dkw = _prep_bwd_op(proj, q_weight, k_weight, dq, dk, dv, drest, *ctx.args)
     return (dproj, dqw.to(q_weight.dtype) if q_weight is not None else None,
-            dkw.to(k_weight.dtype) if k_weight is not None else None, None, None, None, None, None)
+            dkw.to(k_weight.dtype) if k_weight is not None else None, None, None, None, None, None, None)
 
 
 _prep_op.register_autograd(_backward, setup_context=_setup_context)
@@ -137,19 +146,21 @@ _prep_op.register_autograd(_backward, setup_context=_setup_context)
 
 def prepare_qkv(proj: torch.Tensor, n_heads: int, head_dim: int, *, k_shift: bool = False,
                 v_shift: bool = False, q_weight: Optional[torch.Tensor] = None,
-                k_weight: Optional[torch.Tensor] = None, eps: float = 1e-5
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                k_weight: Optional[torch.Tensor] = None, eps: float = 1e-5, rest: int = 0
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """q, k, v (B, T, H, D) in proj's dtype from the projection ``proj`` (B, T, P) (layout in the
-    module docstring; unit stride along P). ``q_weight``/``k_weight``: the norms' scales, (H, D)
-    or (D,), both or neither (None: no QK-norm). CUDA tensors, or CPU tensors with
-    TRITON_INTERPRET=1 set before import."""
+    module docstring; unit stride along P), and a copy (B, T, rest) of the ``rest`` columns after
+    the shift logits (the gates' logits: their gradients reach ``proj`` through this op).
+    ``q_weight``/``k_weight``: the norms' scales, (H, D) or (D,), both or neither (None: no
+    QK-norm). CUDA tensors, or CPU tensors with TRITON_INTERPRET=1 set before import."""
     H, D = n_heads, head_dim
     if proj.dim() != 3 or proj.stride(-1) != 1:
         raise ValueError(f"proj must be (B, T, P) with unit stride along P, got shape {tuple(proj.shape)} "
                          f"strides {proj.stride()}")
-    need = _columns(H, D, k_shift, v_shift)[2]
-    if proj.shape[-1] < need:
-        raise ValueError(f"proj has {proj.shape[-1]} columns; q, k, v and the shift logits need {need}")
+    need = _columns(H, D, k_shift, v_shift)[2] + rest
+    if rest < 0 or proj.shape[-1] < need:
+        raise ValueError(f"proj has {proj.shape[-1]} columns; q, k, v, the shift logits and rest={rest} "
+                         f"need {need}")
     if (q_weight is None) != (k_weight is None):
         raise ValueError("q_weight and k_weight: both (QK-norm) or neither")
     for name, w in (("q_weight", q_weight), ("k_weight", k_weight)):
@@ -161,4 +172,4 @@ def prepare_qkv(proj: torch.Tensor, n_heads: int, head_dim: int, *, k_shift: boo
         raise ValueError("q_weight and k_weight must have the same shape")
     if not proj.is_cuda and not INTERPRET:
         raise RuntimeError("the Triton QKV kernels need CUDA tensors, or TRITON_INTERPRET=1 set before import for CPU")
-    return _prep_op(proj, q_weight, k_weight, H, D, k_shift, v_shift, float(eps))
+    return _prep_op(proj, q_weight, k_weight, H, D, k_shift, v_shift, float(eps), int(rest))

@@ -2,15 +2,20 @@
 (reference/fox.md 2.4) and QK-norm (2.3), forward and backward in one pass each.
 
 Both kernels read the block's fused projection output ``proj`` (B, T, P), whose columns are
-[q | k | v | KV-shift's k logits (H) | its v logits (H) | padding], and see one (BLOCK_T tokens,
-head) tile per program. The forward writes q, k, v as (B, T, H, D):
+[q | k | v | KV-shift's k logits (H) | its v logits (H) | R other columns | padding]. A program
+sees BLOCK_T tokens of one of q, k or v of one head, or BLOCK_R of the other columns. The forward
+writes q, k, v as (B, T, H, D) and copies the R other columns (the gates' logits) out as
+(B, T, R):
 
     q = norm_q(q~),  k = norm_k(a_k k~_{t-1} + (1 - a_k) k~_t),  v = a_v v~_{t-1} + (1 - a_v) v~_t
 
 with norm(x) = x / sqrt(mean_D(x^2) + eps) * w (statistics in fp32) and a = sigmoid(logit). The
-backward writes d proj (every column, padding as 0: the padded weight rows are 0 and 0 * NaN
-would not be) and the partial sums of the norms' weight gradients per tile, which the caller
-adds up: the separate token-axis reductions torch.compile made for them read q and k again.
+backward writes d proj, every column: the other columns' gradients copied in, the padding as 0
+(the padded weight rows are 0, and 0 * NaN would not be); and the norms' weight gradients summed
+over TILES tiles of tokens per program, partial sums that the caller adds up (torch.compile's
+code reduced them over tokens in kernels of their own that read q and k again). The copy of the
+other columns is what lets the projection stay one matmul: with the gates' logits sliced out of
+``proj`` their gradients and ours would meet in a copy of the whole gradient.
 
 The shift couples token t to t + 1 in the backward (k~_t reaches k_t and k_{t+1}), so the
 backward also recomputes the norm's backward at token t + 1 of every row, from loads shifted by
@@ -40,14 +45,15 @@ def _norm_bwd(x, g, w, eps, D: tl.constexpr):
 
 
 @triton.jit
-def qkv_prep_fwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, qw_ptr, kw_ptr, s_wh,
-                        q_ptr, k_ptr, v_ptr, T, eps,
+def qkv_prep_fwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, C, R, qw_ptr, kw_ptr, s_wh,
+                        q_ptr, k_ptr, v_ptr, rest_ptr, T, eps,
                         H: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr,
-                        Q_NORM: tl.constexpr, K_NORM: tl.constexpr, K_SHIFT: tl.constexpr,
-                        V_SHIFT: tl.constexpr):
-    # One program per (tile, batch, head, which of q, k and v): three short independent programs
-    # rather than one that waits on its loads three times over.
-    tb, b, part, h = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2) // H, tl.program_id(2) % H
+                        BLOCK_R: tl.constexpr, Q_NORM: tl.constexpr, K_NORM: tl.constexpr,
+                        K_SHIFT: tl.constexpr, V_SHIFT: tl.constexpr):
+    """Grid (token tiles, B, 3 H + column blocks of the R others): q, k and v of each head and the
+    copies in programs of their own, short and independent."""
+    tb, b, z = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
+    part, h = z // H, z % H
     t = tb * BLOCK_T + tl.arange(0, BLOCK_T)
     d = tl.arange(0, BLOCK_D)
     in_t, in_d = t < T, d < D
@@ -72,101 +78,119 @@ def qkv_prep_fwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, qw_ptr, kw_ptr, s_
         if K_NORM:
             k = _norm(k, tl.load(kw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32), eps, D)
         tl.store(k_ptr + out, k.to(k_ptr.dtype.element_ty), mask=m)
-    else:
+    elif part == 2:
         v = tl.load(row + 2 * H * D + cols, mask=m, other=0.0).to(tl.float32)
         if V_SHIFT:
             v_prev = tl.load(row - s_pt + 2 * H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
             a = tl.sigmoid(tl.load(row1 + col_av + h, mask=in_t, other=0.0).to(tl.float32))[:, None]
             v = a * v_prev + (1 - a) * v
         tl.store(v_ptr + out, v.to(v_ptr.dtype.element_ty), mask=m)
+    else:
+        c = (z - 3 * H) * BLOCK_R + tl.arange(0, BLOCK_R)[None, :]
+        mr = in_t[:, None] & (c < R)
+        x = tl.load(row + C + c, mask=mr, other=0.0)
+        tl.store(rest_ptr + (b * T + t.to(tl.int64))[:, None] * R + c, x, mask=mr)
 
 
 @triton.jit
-def qkv_prep_bwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, C, P, qw_ptr, kw_ptr, s_wh,
-                        dq_ptr, dk_ptr, dv_ptr, dproj_ptr, s_db, s_dt, dqw_ptr, dkw_ptr, T, eps,
+def qkv_prep_bwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, C, R, P, qw_ptr, kw_ptr, s_wh,
+                        dq_ptr, dk_ptr, dv_ptr, drest_ptr, dproj_ptr, s_db, s_dt, dqw_ptr, dkw_ptr, T, eps,
                         H: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr,
-                        BLOCK_PAD: tl.constexpr, Q_NORM: tl.constexpr, K_NORM: tl.constexpr,
-                        K_SHIFT: tl.constexpr, V_SHIFT: tl.constexpr):
-    """dq, dk, dv: gradients of the forward's outputs, (B, T, H, D) contiguous. dqw, dkw: the
-    weight gradients' partial sums, (B * n_tiles, H, D) fp32, one row per (batch, tile)."""
-    tb, b, part, h = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2) // H, tl.program_id(2) % H
-    t = tb * BLOCK_T + tl.arange(0, BLOCK_T)
+                        TILES: tl.constexpr, BLOCK_R: tl.constexpr, Q_NORM: tl.constexpr,
+                        K_NORM: tl.constexpr, K_SHIFT: tl.constexpr, V_SHIFT: tl.constexpr):
+    """dq, dk, dv: gradients of the forward's q, k, v, (B, T, H, D) contiguous; drest: of the
+    copied columns, (B, T, R) contiguous. dqw, dkw: the weight gradients' partial sums,
+    (B * programs along T, H, D) fp32. Grid (token tiles / TILES, B, 3 H + column blocks of
+    [C, P))."""
+    tp, b, z = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
+    part, h = z // H, z % H
     d = tl.arange(0, BLOCK_D)
-    in_t, in_d = t < T, d < D
-    has_next = in_t & (t + 1 < T)  # k~_t also reaches k_{t+1}, inside the sequence only
-    m = in_t[:, None] & in_d[None, :]
-    m_prev = m & (t >= 1)[:, None]
-    m_next = has_next[:, None] & in_d[None, :]
-    row1 = proj_ptr + b * s_pb + t.to(tl.int64) * s_pt  # (BLOCK_T,) row starts
-    drow1 = dproj_ptr + b * s_db + t.to(tl.int64) * s_dt
-    row, drow = row1[:, None], drow1[:, None]
+    in_d = d < D
     cols = h * D + d[None, :]
-    out = (b * T + t.to(tl.int64))[:, None] * (H * D) + cols
-    partial = (b * tl.num_programs(0) + tb) * (H * D) + h * D + d
-
-    if part == 0:
-        g = tl.load(dq_ptr + out, mask=m, other=0.0).to(tl.float32)
-        if Q_NORM:
-            x = tl.load(row + cols, mask=m, other=0.0).to(tl.float32)
+    w = tl.zeros((BLOCK_D,), tl.float32)
+    if Q_NORM:
+        if part == 0:
             w = tl.load(qw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32)
-            g_in, x_hat = _norm_bwd(x, g, w, eps, D)
-            tl.store(dqw_ptr + partial, tl.sum(g * x_hat, 0), mask=in_d)
-        else:
-            g_in = g
-        tl.store(drow + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
-    elif part == 1:
-        g = tl.load(dk_ptr + out, mask=m, other=0.0).to(tl.float32)
-        k = tl.load(row + H * D + cols, mask=m, other=0.0).to(tl.float32)
-        if K_NORM:
-            kw = tl.load(kw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32)
-        if K_SHIFT:
-            k_prev = tl.load(row - s_pt + H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
-            a1 = tl.sigmoid(tl.load(row1 + col_ak + h, mask=in_t, other=0.0).to(tl.float32))
-            a = a1[:, None]
-            ks = a * k_prev + (1 - a) * k
-        else:
-            ks = k
-        if K_NORM:
-            e, x_hat = _norm_bwd(ks, g, kw, eps, D)  # d loss / d (shifted k), token t
-        else:
-            e = g
-        if K_SHIFT:
-            # The same at token t + 1, recomputed: its shifted k needs k~_t and k~_{t+1}.
-            k_next = tl.load(row + s_pt + H * D + cols, mask=m_next, other=0.0).to(tl.float32)
-            a_next = tl.sigmoid(tl.load(row1 + s_pt + col_ak + h, mask=has_next, other=0.0).to(tl.float32))
-            a_next = tl.where(has_next, a_next, 0.0)[:, None]
-            g_next = tl.load(dk_ptr + out + H * D, mask=m_next, other=0.0).to(tl.float32)
-            if K_NORM:
-                e_next, _ = _norm_bwd(a_next * k + (1 - a_next) * k_next, g_next, kw, eps, D)
+    if K_NORM:
+        if part == 1:
+            w = tl.load(kw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32)
+    dw = tl.zeros((BLOCK_D,), tl.float32)  # sum over this program's tokens of g * x_hat
+    for i in range(TILES):
+        t = (tp * TILES + i) * BLOCK_T + tl.arange(0, BLOCK_T)
+        in_t = t < T
+        has_next = in_t & (t + 1 < T)  # k~_t also reaches k_{t+1}, inside the sequence only
+        m = in_t[:, None] & in_d[None, :]
+        m_prev = m & (t >= 1)[:, None]
+        m_next = has_next[:, None] & in_d[None, :]
+        row1 = proj_ptr + b * s_pb + t.to(tl.int64) * s_pt  # (BLOCK_T,) row starts
+        drow1 = dproj_ptr + b * s_db + t.to(tl.int64) * s_dt
+        row, drow = row1[:, None], drow1[:, None]
+        out = (b * T + t.to(tl.int64))[:, None] * (H * D) + cols
+        if part == 0:
+            g = tl.load(dq_ptr + out, mask=m, other=0.0).to(tl.float32)
+            if Q_NORM:
+                x = tl.load(row + cols, mask=m, other=0.0).to(tl.float32)
+                g_in, x_hat = _norm_bwd(x, g, w, eps, D)
+                dw += tl.sum(g * x_hat, 0)
             else:
-                e_next = g_next
-            d_logit = tl.sum(e * (k_prev - k), 1) * a1 * (1 - a1)
-            g_in = (1 - a) * e + a_next * e_next
-            tl.store(drow1 + col_ak + h, d_logit.to(dproj_ptr.dtype.element_ty), mask=in_t)
-        else:
-            g_in = e
-        tl.store(drow + H * D + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
-        if K_NORM:  # stored last: a store before the loads above would hold them back
-            tl.store(dkw_ptr + partial, tl.sum(g * x_hat, 0), mask=in_d)
-    else:
-        g = tl.load(dv_ptr + out, mask=m, other=0.0).to(tl.float32)
-        if V_SHIFT:
-            v = tl.load(row + 2 * H * D + cols, mask=m, other=0.0).to(tl.float32)
-            v_prev = tl.load(row - s_pt + 2 * H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
-            a1 = tl.sigmoid(tl.load(row1 + col_av + h, mask=in_t, other=0.0).to(tl.float32))
-            a = a1[:, None]
-            a_next = tl.sigmoid(tl.load(row1 + s_pt + col_av + h, mask=has_next, other=0.0).to(tl.float32))
-            a_next = tl.where(has_next, a_next, 0.0)[:, None]
-            g_next = tl.load(dv_ptr + out + H * D, mask=m_next, other=0.0).to(tl.float32)
-            d_logit = tl.sum(g * (v_prev - v), 1) * a1 * (1 - a1)
-            g_in = (1 - a) * g + a_next * g_next
-            tl.store(drow1 + col_av + h, d_logit.to(dproj_ptr.dtype.element_ty), mask=in_t)
-        else:
-            g_in = g
-        tl.store(drow + 2 * H * D + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
-
-    if (part == 0) & (h == 0):  # the padding columns [C, P): 0
-        for start in range(C, P, BLOCK_PAD):
-            pad = start + tl.arange(0, BLOCK_PAD)[None, :]
-            tl.store(drow + pad, tl.zeros((BLOCK_T, BLOCK_PAD), dproj_ptr.dtype.element_ty),
-                     mask=in_t[:, None] & (pad < P))
+                g_in = g
+            tl.store(drow + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
+        elif part == 1:
+            g = tl.load(dk_ptr + out, mask=m, other=0.0).to(tl.float32)
+            k = tl.load(row + H * D + cols, mask=m, other=0.0).to(tl.float32)
+            if K_SHIFT:
+                k_prev = tl.load(row - s_pt + H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
+                a1 = tl.sigmoid(tl.load(row1 + col_ak + h, mask=in_t, other=0.0).to(tl.float32))
+                a = a1[:, None]
+                ks = a * k_prev + (1 - a) * k
+            else:
+                ks = k
+            if K_NORM:
+                e, x_hat = _norm_bwd(ks, g, w, eps, D)  # d loss / d (shifted k), token t
+                dw += tl.sum(g * x_hat, 0)
+            else:
+                e = g
+            if K_SHIFT:
+                # The same at token t + 1, recomputed: its shifted k needs k~_t and k~_{t+1}.
+                k_next = tl.load(row + s_pt + H * D + cols, mask=m_next, other=0.0).to(tl.float32)
+                a_next = tl.sigmoid(tl.load(row1 + s_pt + col_ak + h, mask=has_next, other=0.0).to(tl.float32))
+                a_next = tl.where(has_next, a_next, 0.0)[:, None]
+                g_next = tl.load(dk_ptr + out + H * D, mask=m_next, other=0.0).to(tl.float32)
+                if K_NORM:
+                    e_next, _ = _norm_bwd(a_next * k + (1 - a_next) * k_next, g_next, w, eps, D)
+                else:
+                    e_next = g_next
+                d_logit = tl.sum(e * (k_prev - k), 1) * a1 * (1 - a1)
+                g_in = (1 - a) * e + a_next * e_next
+                tl.store(drow1 + col_ak + h, d_logit.to(dproj_ptr.dtype.element_ty), mask=in_t)
+            else:
+                g_in = e
+            tl.store(drow + H * D + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
+        elif part == 2:
+            g = tl.load(dv_ptr + out, mask=m, other=0.0).to(tl.float32)
+            if V_SHIFT:
+                v = tl.load(row + 2 * H * D + cols, mask=m, other=0.0).to(tl.float32)
+                v_prev = tl.load(row - s_pt + 2 * H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
+                a1 = tl.sigmoid(tl.load(row1 + col_av + h, mask=in_t, other=0.0).to(tl.float32))
+                a = a1[:, None]
+                a_next = tl.sigmoid(tl.load(row1 + s_pt + col_av + h, mask=has_next, other=0.0).to(tl.float32))
+                a_next = tl.where(has_next, a_next, 0.0)[:, None]
+                g_next = tl.load(dv_ptr + out + H * D, mask=m_next, other=0.0).to(tl.float32)
+                d_logit = tl.sum(g * (v_prev - v), 1) * a1 * (1 - a1)
+                g_in = (1 - a) * g + a_next * g_next
+                tl.store(drow1 + col_av + h, d_logit.to(dproj_ptr.dtype.element_ty), mask=in_t)
+            else:
+                g_in = g
+            tl.store(drow + 2 * H * D + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
+        else:  # columns [C, P): the copied ones' gradients, then the padding's 0
+            c = (z - 3 * H) * BLOCK_R + tl.arange(0, BLOCK_R)[None, :]
+            x = tl.load(drest_ptr + (b * T + t.to(tl.int64))[:, None] * R + c,
+                        mask=in_t[:, None] & (c < R), other=0.0)
+            tl.store(drow + C + c, x.to(dproj_ptr.dtype.element_ty), mask=in_t[:, None] & (c < P - C))
+    partial = (b * tl.num_programs(0) + tp) * (H * D) + h * D + d
+    if Q_NORM:
+        if part == 0:
+            tl.store(dqw_ptr + partial, dw, mask=in_d)
+    if K_NORM:
+        if part == 1:
+            tl.store(dkw_ptr + partial, dw, mask=in_d)

@@ -33,9 +33,9 @@ from workbench.train import BatchQueue, autocast_for, make_optimizer, step_calla
 # First match wins: inductor's kernels are named after the ops they fuse ("..._forgetting_attention_
 # bwd_..." is a fused elementwise kernel, not attention), so "triton_" is tested before "attention".
 GROUPS = (
+    ("KV-shift + QK-norm (ours)", ("qkv_prep_",)),  # before attention: its names end in fwd_kernel
     ("attention (ours)", ("fwd_kernel", "dkdv_kernel", "dq_kernel", "scan_kernel")),
     ("loss (ours)", ("ce_fwd_grad_kernel",)),
-    ("KV-shift + QK-norm (ours)", ("qkv_prep_",)),
     ("torch.compile Triton", ("triton_",)),
     ("attention (SDPA)", ("flash", "cudnn", "fmha", "attention")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "matmul")),

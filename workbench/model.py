@@ -74,38 +74,39 @@ class Attention(nn.Module):
         out = F.linear(x, torch.cat(weights))
         return out, list(out.split(sizes + [pad], dim=-1)[: len(sizes)])
 
-    def _project(self, x: torch.Tensor, fused_qkv: bool) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
-        """Every projection of x by name; with ``fused_qkv`` q, k, v and the KV-shift logits come
-        as one separate (B, T, P) output (second item) for kernels.prepare_qkv, whose backward
-        writes that output's whole gradient: in one output with the gates' columns their
-        gradients would be copied into it."""
-        projections = self._projections()
-        if not self.fuse_projections:
-            return {name: lin(x) for name, lin in projections}, None
-        qkv = None
-        if fused_qkv:
-            n = 3 + len(self.kv_shift.input_projections() if self.kv_shift is not None else {})
-            qkv, _ = self._linear(x, projections[:n])
-            projections = projections[n:]
-        if not projections:
-            return {}, qkv
-        _, out = self._linear(x, projections)
+    @staticmethod
+    def _named(projections: list[tuple[str, nn.Linear]], outputs) -> dict[str, torch.Tensor]:
         # Biases (the forget gate's) are added to their own slice, not as one concatenated bias:
         # that one's gradient summed the whole (B * T, 3d + ...) output gradient over tokens,
         # 0.7 ms per step at 125M (docs/performance.md), for a dozen columns.
-        return {name: t if lin.bias is None else t + lin.bias for (name, lin), t in zip(projections, out)}, qkv
+        return {name: t if lin.bias is None else t + lin.bias for (name, lin), t in zip(projections, outputs)}
 
-    def _fused_qkv(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _project(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        projections = self._projections()
+        if not self.fuse_projections:
+            return {name: lin(x) for name, lin in projections}
+        return self._named(projections, self._linear(x, projections)[1])
+
+    def _fused_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        """q, k, v (B, T, H, D) with KV-shift and QK-norm applied, and the other projections by
+        name, through kernels.prepare_qkv: the projection is still one matmul, and the kernel
+        hands the gates' columns on as a copy, so that their gradients and those of q, k, v are
+        written into one gradient of that matmul's output, by the kernel."""
         # Imported here: Triton reads TRITON_INTERPRET when it first decorates the kernel.
         from kernels.qkv_prep import prepare_qkv
 
         shift, norm = self.kv_shift, self.qk_norm
-        return prepare_qkv(qkv, self.n_heads, self.head_dim,
-                           k_shift=shift is not None and shift.k_alpha is not None,
-                           v_shift=shift is not None and shift.v_alpha is not None,
-                           q_weight=norm.q_weight if norm is not None else None,
-                           k_weight=norm.k_weight if norm is not None else None,
-                           eps=norm.eps if norm is not None else 1e-5)
+        projections = self._projections()
+        n = 3 + len(shift.input_projections() if shift is not None else {})
+        sizes = [lin.weight.shape[0] for _, lin in projections[n:]]
+        proj, _ = self._linear(x, projections)
+        q, k, v, rest = prepare_qkv(proj, self.n_heads, self.head_dim,
+                                    k_shift=shift is not None and shift.k_alpha is not None,
+                                    v_shift=shift is not None and shift.v_alpha is not None,
+                                    q_weight=norm.q_weight if norm is not None else None,
+                                    k_weight=norm.k_weight if norm is not None else None,
+                                    eps=norm.eps if norm is not None else 1e-5, rest=sum(sizes))
+        return q, k, v, self._named(projections[n:], rest.split(sizes, dim=-1))
 
     def _component(self, slot: str, projected: dict, *args):
         """Call a slot's module; one that declares input_projections() gets its outputs."""
@@ -117,10 +118,10 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, d = x.shape  # x is the pre-normed block input
-        projected, qkv = self._project(x, self._uses_fused_qkv(x))
-        if qkv is not None:
-            q, k, v = self._fused_qkv(qkv)  # (B, T, H, D), KV-shift and QK-norm applied
+        if self._uses_fused_qkv(x):
+            q, k, v, projected = self._fused_qkv(x)  # (B, T, H, D), KV-shift and QK-norm applied
         else:
+            projected = self._project(x)
             q = projected["q"].view(B, T, self.n_heads, self.head_dim)  # (B, T, H, D)
             k = projected["k"].view(B, T, self.n_heads, self.head_dim)
             v = projected["v"].view(B, T, self.n_heads, self.head_dim)

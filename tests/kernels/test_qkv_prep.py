@@ -18,8 +18,8 @@ def poison(monkeypatch):
     monkeypatch.setattr(qp, "POISON_OUTPUTS", True)
 
 
-def reference(proj, H, D, k_shift, v_shift, q_weight, k_weight, eps):
-    """fp64: the shift as a pad (k~_0 = 0), the norm as its formula."""
+def reference(proj, H, D, k_shift, v_shift, q_weight, k_weight, eps, rest):
+    """fp64: the shift as a pad (k~_0 = 0), the norm as its formula; the rest columns as a slice."""
     B, T, _ = proj.shape
     q, k, v = (proj[..., i * H * D:(i + 1) * H * D].reshape(B, T, H, D) for i in range(3))
     col = 3 * H * D
@@ -31,14 +31,14 @@ def reference(proj, H, D, k_shift, v_shift, q_weight, k_weight, eps):
     if k_shift:
         k, col = shift(k, proj[..., col:col + H]), col + H
     if v_shift:
-        v = shift(v, proj[..., col:col + H])
+        v, col = shift(v, proj[..., col:col + H]), col + H
 
     def norm(x, w):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
     if q_weight is not None:
         q, k = norm(q, q_weight), norm(k, k_weight)
-    return q, k, v
+    return q, k, v, proj[..., col:col + rest]
 
 
 CASES = {  # k_shift, v_shift, QK-norm (None, "heads": (H, D) scales, "shared": (D,))
@@ -50,17 +50,21 @@ CASES = {  # k_shift, v_shift, QK-norm (None, "heads": (H, D) scales, "shared": 
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("B,T,H,D,pad", [(2, 1, 3, 16, 0), (2, 17, 3, 24, 7), (1, 100, 3, 64, 2)])
+@pytest.mark.parametrize("B,T,H,D,rest,pad", [(2, 1, 3, 16, 0, 0), (2, 17, 3, 24, 70, 7), (1, 100, 3, 64, 5, 66)])
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)], ids=["fp32", "bf16"])
-def test_forward_and_gradients_match_the_reference(case, B, T, H, D, pad, dtype, tol):
+def test_forward_and_gradients_match_the_reference(case, B, T, H, D, rest, pad, dtype, tol, monkeypatch):
+    """``rest``: columns handed on as a copy (more than one block of them at 70); ``pad``: past
+    them, whose gradient must be 0 (more than one block at 66)."""
+    monkeypatch.setattr(qp, "TILES", 2)  # a backward program over two tiles of tokens
     k_shift, v_shift, norm = CASES[case]
     g = torch.Generator().manual_seed(T * D + len(case))
     cols = 3 * H * D + H * (k_shift + v_shift)
-    proj = torch.randn(B, T, cols + pad, generator=g, dtype=torch.float64)
+    proj = torch.randn(B, T, cols + rest + pad, generator=g, dtype=torch.float64)
     proj[..., 3 * H * D:cols] *= 3  # shift logits over a wide range: a from ~0 to ~1
     shape = {"heads": (H, D), "shared": (D,), None: None}[norm]
     weights = [torch.rand(shape, generator=g, dtype=torch.float64) + 0.5 for _ in range(2)] if norm else [None, None]
     up = [torch.randn(B, T, H, D, generator=g, dtype=torch.float64) for _ in range(3)]
+    up.append(torch.randn(B, T, rest, generator=g, dtype=torch.float64))
 
     ins = [proj] + [w for w in weights if w is not None]
     got_in = [x.to(DEVICE, dtype if i == 0 else torch.float32).requires_grad_() for i, x in enumerate(ins)]
@@ -68,30 +72,31 @@ def test_forward_and_gradients_match_the_reference(case, B, T, H, D, pad, dtype,
     w_got = got_in[1:] if norm else [None, None]
     w_ref = ref_in[1:] if norm else [None, None]
     got = prepare_qkv(got_in[0], H, D, k_shift=k_shift, v_shift=v_shift, q_weight=w_got[0],
-                      k_weight=w_got[1], eps=1e-5)
-    want = reference(ref_in[0], H, D, k_shift, v_shift, w_ref[0], w_ref[1], 1e-5)
+                      k_weight=w_got[1], eps=1e-5, rest=rest)
+    want = reference(ref_in[0], H, D, k_shift, v_shift, w_ref[0], w_ref[1], 1e-5, rest)
     got_grads = torch.autograd.grad(got, got_in, [u.to(DEVICE, dtype) for u in up])
     want_grads = torch.autograd.grad(want, ref_in, up)
-    for name, a, b in zip(["q", "k", "v", "d proj", "d q_weight", "d k_weight"],
+    for name, a, b in zip(["q", "k", "v", "rest", "d proj", "d q_weight", "d k_weight"],
                           list(got) + list(got_grads), list(want) + list(want_grads)):
         assert not torch.isnan(a).any(), name
         assert a.shape == b.shape, name
-        assert rel_err(a.cpu(), b) <= tol, name
+        assert rel_err(a.cpu(), b) <= tol if b.numel() else a.numel() == 0, name
     assert got[0].dtype == dtype and got_grads[0].dtype == dtype
-    assert not got_grads[0][..., cols:].any()  # the padding's gradient is written, as 0
+    assert torch.equal(got[3].cpu(), proj[..., cols:cols + rest].to(dtype))  # a copy, exact
+    assert not got_grads[0][..., cols + rest:].any()  # the padding's gradient is written, as 0
 
 
 def test_opcheck():
     H, D = 2, 16
     proj = torch.randn(2, 9, 3 * H * D + 2 * H + 3, device=DEVICE, requires_grad=True)
     w = [torch.rand(H, D, device=DEVICE, requires_grad=True) + 0.5 for _ in range(2)]
-    torch.library.opcheck(qp._prep_op, (proj, w[0], w[1], H, D, True, True, 1e-5),
+    torch.library.opcheck(qp._prep_op, (proj, w[0], w[1], H, D, True, True, 1e-5, 2),
                           test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
 
 
 def test_compiled_equals_eager():
     H, D = 2, 16
-    proj = torch.randn(2, 9, 3 * H * D + 2 * H, device=DEVICE)
+    proj = torch.randn(2, 9, 3 * H * D + 2 * H + 5, device=DEVICE)
     w = torch.rand(H, D, device=DEVICE) + 0.5
 
     def run(fn):
@@ -100,7 +105,7 @@ def test_compiled_equals_eager():
         return (*out, *torch.autograd.grad(sum(o.sum() * (i + 1) for i, o in enumerate(out)), (p, qw)))
 
     def f(p, qw):
-        return prepare_qkv(p, H, D, k_shift=True, v_shift=True, q_weight=qw, k_weight=qw * 0.5)
+        return prepare_qkv(p, H, D, k_shift=True, v_shift=True, q_weight=qw, k_weight=qw * 0.5, rest=5)
 
     for a, b in zip(run(torch.compile(f, fullgraph=True, backend="aot_eager")), run(f)):
         assert torch.equal(a, b)
