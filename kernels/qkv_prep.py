@@ -3,8 +3,8 @@ pass forward and one backward (kernels/triton_qkv_prep.py).
 
 ``prepare_qkv(proj, n_heads, head_dim, k_shift=..., v_shift=..., q_weight=..., k_weight=...)``
 takes the projection output (B, T, P) with columns [q | k | v | k-shift logits (H, if k_shift) |
-v-shift logits (H, if v_shift) | rest | padding] and returns q, k, v as (B, T, H, D) (and a copy
-of the rest columns, the gates' logits), the same numbers
+v-shift logits (H, if v_shift) | rest | padding] and returns q, k, v as (B, T, H, D) (and the
+rest columns, the gates' logits, as a view), the same numbers
 as components.kv_shift.token_shift followed by components.qk_norm.QKNorm (up to rounding: the
 kernel stays in fp32 between the load and the store). Its backward writes the gradient of every
 column of ``proj``, so the projection's backward matmuls read it as it is; torch.compile's code
@@ -52,32 +52,30 @@ def _empty(like: torch.Tensor, *shape, dtype=None) -> torch.Tensor:
 
 def _meta(T: int, n_heads: int, head_dim: int) -> dict:
     return dict(H=n_heads, D=head_dim, BLOCK_D=triton.next_power_of_2(head_dim),
-                BLOCK_T=min(BLOCK_T, triton.next_power_of_2(T)), BLOCK_R=BLOCK_R, num_warps=NUM_WARPS)
+                BLOCK_T=min(BLOCK_T, triton.next_power_of_2(T)), num_warps=NUM_WARPS)
 
 
 @torch.library.custom_op("fox_workbench::qkv_prep", mutates_args=())
 def _prep_op(proj: torch.Tensor, q_weight: Optional[torch.Tensor], k_weight: Optional[torch.Tensor],
-             n_heads: int, head_dim: int, k_shift: bool, v_shift: bool, eps: float, rest: int
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+             n_heads: int, head_dim: int, k_shift: bool, v_shift: bool, eps: float
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     B, T, _ = proj.shape
     q, k, v = (_empty(proj, B, T, n_heads, head_dim) for _ in range(3))
-    rest_out = _empty(proj, B, T, rest)
-    col_ak, col_av, C = _columns(n_heads, head_dim, k_shift, v_shift)
+    col_ak, col_av, _ = _columns(n_heads, head_dim, k_shift, v_shift)
     meta = _meta(T, n_heads, head_dim)
-    grid = (triton.cdiv(T, meta["BLOCK_T"]), B, 3 * n_heads + triton.cdiv(rest, BLOCK_R))
     if B * T:
-        qkv_prep_fwd_kernel[grid](
-            proj, proj.stride(0), proj.stride(1), col_ak, col_av, C, rest,
+        qkv_prep_fwd_kernel[(triton.cdiv(T, meta["BLOCK_T"]), B, 3 * n_heads)](
+            proj, proj.stride(0), proj.stride(1), col_ak, col_av,
             q_weight if q_weight is not None else proj, k_weight if k_weight is not None else proj,
-            _weight_stride(q_weight if q_weight is not None else k_weight), q, k, v, rest_out, T, eps,
+            _weight_stride(q_weight if q_weight is not None else k_weight), q, k, v, T, eps,
             Q_NORM=q_weight is not None, K_NORM=k_weight is not None, K_SHIFT=k_shift, V_SHIFT=v_shift, **meta)
-    return q, k, v, rest_out
+    return q, k, v
 
 
 @_prep_op.register_fake
-def _(proj, q_weight, k_weight, n_heads, head_dim, k_shift, v_shift, eps, rest):
+def _(proj, q_weight, k_weight, n_heads, head_dim, k_shift, v_shift, eps):
     B, T, _ = proj.shape
-    return (*(proj.new_empty(B, T, n_heads, head_dim) for _ in range(3)), proj.new_empty(B, T, rest))
+    return tuple(proj.new_empty(B, T, n_heads, head_dim) for _ in range(3))
 
 
 @torch.library.custom_op("fox_workbench::qkv_prep_bwd", mutates_args=())
@@ -102,7 +100,7 @@ def _prep_bwd_op(proj: torch.Tensor, q_weight: Optional[torch.Tensor], k_weight:
             q_weight if q_weight is not None else proj, k_weight if k_weight is not None else proj,
             _weight_stride(q_weight if q_weight is not None else k_weight), dq, dk, dv, drest,
             dproj, dproj.stride(0), dproj.stride(1), *(p if p is not None else dproj for p in partials),
-            T, eps, TILES=TILES, Q_NORM=q_weight is not None, K_NORM=k_weight is not None,
+            T, eps, TILES=TILES, BLOCK_R=BLOCK_R, Q_NORM=q_weight is not None, K_NORM=k_weight is not None,
             K_SHIFT=k_shift, V_SHIFT=v_shift, **meta)
 
     def total(partial, w):
@@ -122,26 +120,26 @@ def _(proj, q_weight, k_weight, dq, dk, dv, drest, n_heads, head_dim, k_shift, v
     return proj.new_empty(proj.shape), w_grad(q_weight), w_grad(k_weight)
 
 
-def _setup_context(ctx, inputs, output):
-    proj, q_weight, k_weight, n_heads, head_dim, k_shift, v_shift, eps, rest = inputs
-    ctx.save_for_backward(proj, q_weight, k_weight)
-    ctx.args = (n_heads, head_dim, k_shift, v_shift, eps)
-    ctx.rest = rest
+class _PrepareQKV(torch.autograd.Function):
+    """The two ops as one differentiable function. Not the forward op's registered autograd: the
+    rest columns are returned as a view of ``proj`` (a custom op may not return one), so the
+    forward copies nothing, and their gradient still reaches this backward, which writes it into
+    d proj beside the others."""
 
+    @staticmethod
+    def forward(ctx, proj, q_weight, k_weight, n_heads, head_dim, k_shift, v_shift, eps, rest):
+        q, k, v = _prep_op(proj, q_weight, k_weight, n_heads, head_dim, k_shift, v_shift, eps)
+        ctx.save_for_backward(proj, q_weight, k_weight)
+        ctx.args = (n_heads, head_dim, k_shift, v_shift, eps)
+        start = _columns(n_heads, head_dim, k_shift, v_shift)[2]
+        return q, k, v, proj[..., start:start + rest]
 
-def _backward(ctx, dq, dk, dv, drest):
-    proj, q_weight, k_weight = ctx.saved_tensors
-    B, T, _ = proj.shape
-    H, D = ctx.args[:2]
-    # An output nobody used has no gradient (None): zeros of its shape, the kernel reads them.
-    dq, dk, dv = (g if g is not None else proj.new_zeros(B, T, H, D) for g in (dq, dk, dv))
-    drest = drest if drest is not None else proj.new_zeros(B, T, ctx.rest)
-    dproj, dqw, dkw = _prep_bwd_op(proj, q_weight, k_weight, dq, dk, dv, drest, *ctx.args)
-    return (dproj, dqw.to(q_weight.dtype) if q_weight is not None else None,
-            dkw.to(k_weight.dtype) if k_weight is not None else None, None, None, None, None, None, None)
-
-
-_prep_op.register_autograd(_backward, setup_context=_setup_context)
+    @staticmethod
+    def backward(ctx, dq, dk, dv, drest):  # an unused output's gradient comes as zeros
+        proj, q_weight, k_weight = ctx.saved_tensors
+        dproj, dqw, dkw = _prep_bwd_op(proj, q_weight, k_weight, dq, dk, dv, drest, *ctx.args)
+        return (dproj, dqw.to(q_weight.dtype) if q_weight is not None else None,
+                dkw.to(k_weight.dtype) if k_weight is not None else None, None, None, None, None, None, None)
 
 
 def prepare_qkv(proj: torch.Tensor, n_heads: int, head_dim: int, *, k_shift: bool = False,
@@ -149,8 +147,9 @@ def prepare_qkv(proj: torch.Tensor, n_heads: int, head_dim: int, *, k_shift: boo
                 k_weight: Optional[torch.Tensor] = None, eps: float = 1e-5, rest: int = 0
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """q, k, v (B, T, H, D) in proj's dtype from the projection ``proj`` (B, T, P) (layout in the
-    module docstring; unit stride along P), and a copy (B, T, rest) of the ``rest`` columns after
-    the shift logits (the gates' logits: their gradients reach ``proj`` through this op).
+    module docstring; unit stride along P), and the ``rest`` columns after the shift logits
+    (B, T, rest), a view of ``proj`` (the gates' logits: their gradient reaches ``proj`` through
+    this function's backward, which writes the whole of d proj).
     ``q_weight``/``k_weight``: the norms' scales, (H, D) or (D,), both or neither (None: no
     QK-norm). CUDA tensors, or CPU tensors with TRITON_INTERPRET=1 set before import."""
     H, D = n_heads, head_dim
@@ -172,4 +171,4 @@ def prepare_qkv(proj: torch.Tensor, n_heads: int, head_dim: int, *, k_shift: boo
         raise ValueError("q_weight and k_weight must have the same shape")
     if not proj.is_cuda and not INTERPRET:
         raise RuntimeError("the Triton QKV kernels need CUDA tensors, or TRITON_INTERPRET=1 set before import for CPU")
-    return _prep_op(proj, q_weight, k_weight, H, D, k_shift, v_shift, float(eps), int(rest))
+    return _PrepareQKV.apply(proj, q_weight, k_weight, H, D, k_shift, v_shift, float(eps), int(rest))

@@ -3,9 +3,8 @@
 
 Both kernels read the block's fused projection output ``proj`` (B, T, P), whose columns are
 [q | k | v | KV-shift's k logits (H) | its v logits (H) | R other columns | padding]. A program
-sees BLOCK_T tokens of one of q, k or v of one head, or BLOCK_R of the other columns. The forward
-writes q, k, v as (B, T, H, D) and copies the R other columns (the gates' logits) out as
-(B, T, R):
+sees BLOCK_T tokens of one of q, k or v of one head (or, in the backward, BLOCK_R of the other
+columns). The forward writes q, k, v as (B, T, H, D):
 
     q = norm_q(q~),  k = norm_k(a_k k~_{t-1} + (1 - a_k) k~_t),  v = a_v v~_{t-1} + (1 - a_v) v~_t
 
@@ -13,9 +12,9 @@ with norm(x) = x / sqrt(mean_D(x^2) + eps) * w (statistics in fp32) and a = sigm
 backward writes d proj, every column: the other columns' gradients copied in, the padding as 0
 (the padded weight rows are 0, and 0 * NaN would not be); and the norms' weight gradients summed
 over TILES tiles of tokens per program, partial sums that the caller adds up (torch.compile's
-code reduced them over tokens in kernels of their own that read q and k again). The copy of the
-other columns is what lets the projection stay one matmul: with the gates' logits sliced out of
-``proj`` their gradients and ours would meet in a copy of the whole gradient.
+code reduced them over tokens in kernels of their own that read q and k again). Taking the
+other columns' gradients in is what lets the projection stay one matmul: left to autograd, their
+gradients and ours would meet in a copy of the whole gradient.
 
 The shift couples token t to t + 1 in the backward (k~_t reaches k_t and k_{t+1}), so the
 backward also recomputes the norm's backward at token t + 1 of every row, from loads shifted by
@@ -45,13 +44,13 @@ def _norm_bwd(x, g, w, eps, D: tl.constexpr):
 
 
 @triton.jit
-def qkv_prep_fwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, C, R, qw_ptr, kw_ptr, s_wh,
-                        q_ptr, k_ptr, v_ptr, rest_ptr, T, eps,
+def qkv_prep_fwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, qw_ptr, kw_ptr, s_wh,
+                        q_ptr, k_ptr, v_ptr, T, eps,
                         H: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr,
-                        BLOCK_R: tl.constexpr, Q_NORM: tl.constexpr, K_NORM: tl.constexpr,
-                        K_SHIFT: tl.constexpr, V_SHIFT: tl.constexpr):
-    """Grid (token tiles, B, 3 H + column blocks of the R others): q, k and v of each head and the
-    copies in programs of their own, short and independent."""
+                        Q_NORM: tl.constexpr, K_NORM: tl.constexpr, K_SHIFT: tl.constexpr,
+                        V_SHIFT: tl.constexpr):
+    """Grid (token tiles, B, 3 H): q, k and v of each head in programs of their own, short and
+    independent."""
     tb, b, z = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
     part, h = z // H, z % H
     t = tb * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -78,18 +77,13 @@ def qkv_prep_fwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, C, R, qw_ptr, kw_p
         if K_NORM:
             k = _norm(k, tl.load(kw_ptr + h * s_wh + d, mask=in_d, other=0.0).to(tl.float32), eps, D)
         tl.store(k_ptr + out, k.to(k_ptr.dtype.element_ty), mask=m)
-    elif part == 2:
+    else:
         v = tl.load(row + 2 * H * D + cols, mask=m, other=0.0).to(tl.float32)
         if V_SHIFT:
             v_prev = tl.load(row - s_pt + 2 * H * D + cols, mask=m_prev, other=0.0).to(tl.float32)
             a = tl.sigmoid(tl.load(row1 + col_av + h, mask=in_t, other=0.0).to(tl.float32))[:, None]
             v = a * v_prev + (1 - a) * v
         tl.store(v_ptr + out, v.to(v_ptr.dtype.element_ty), mask=m)
-    else:
-        c = (z - 3 * H) * BLOCK_R + tl.arange(0, BLOCK_R)[None, :]
-        mr = in_t[:, None] & (c < R)
-        x = tl.load(row + C + c, mask=mr, other=0.0)
-        tl.store(rest_ptr + (b * T + t.to(tl.int64))[:, None] * R + c, x, mask=mr)
 
 
 @triton.jit

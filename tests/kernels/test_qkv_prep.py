@@ -82,16 +82,19 @@ def test_forward_and_gradients_match_the_reference(case, B, T, H, D, rest, pad, 
         assert a.shape == b.shape, name
         assert rel_err(a.cpu(), b) <= tol if b.numel() else a.numel() == 0, name
     assert got[0].dtype == dtype and got_grads[0].dtype == dtype
-    assert torch.equal(got[3].cpu(), proj[..., cols:cols + rest].to(dtype))  # a copy, exact
+    assert torch.equal(got[3].cpu(), proj[..., cols:cols + rest].to(dtype))  # the columns themselves
     assert not got_grads[0][..., cols + rest:].any()  # the padding's gradient is written, as 0
 
 
 def test_opcheck():
+    """Both ops' schemas and fake (meta) implementations, which torch.compile traces with."""
     H, D = 2, 16
-    proj = torch.randn(2, 9, 3 * H * D + 2 * H + 3, device=DEVICE, requires_grad=True)
-    w = [torch.rand(H, D, device=DEVICE, requires_grad=True) + 0.5 for _ in range(2)]
-    torch.library.opcheck(qp._prep_op, (proj, w[0], w[1], H, D, True, True, 1e-5, 2),
-                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+    proj = torch.randn(2, 9, 3 * H * D + 2 * H + 3, device=DEVICE)
+    w = [torch.rand(H, D, device=DEVICE) + 0.5 for _ in range(2)]
+    grads = [torch.randn(2, 9, H, D, device=DEVICE) for _ in range(3)] + [torch.randn(2, 9, 3, device=DEVICE)]
+    for op, args in ((qp._prep_op, (proj, w[0], w[1], H, D, True, True, 1e-5)),
+                     (qp._prep_bwd_op, (proj, w[0], w[1], *grads, H, D, True, True, 1e-5))):
+        torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor"))
 
 
 def test_compiled_equals_eager():
