@@ -2,9 +2,9 @@
 
     python -m kernels.bench_qkv [--batch 8] [--context 4096] [--heads 12] [--head-dim 64] [--out qkv.json]
 
-Both sides take the block's projection output (B, T, 3HD + 2H + H + HD, padded to a multiple of
+Both sides take the block's projection output (B, T, 3HD + 2H + HD + H, padded to a multiple of
 64) in bf16 and return q, k, v (B, T, H, D): KV-shift on k and v, per-head RMSNorm of q and k
-(FoX (Pro)'s block), and the gates' H + HD logits as a slice, whose gradient both sides write
+(FoX (Pro)'s block), and the gates' HD + H logits (and the padding) as a slice, whose gradient both sides write
 into the projection's. The torch side is what workbench.model runs without the kernel (the split, then
 components.kv_shift and components.qk_norm) under torch.compile; its compile is timed once, then
 the numbers are medians (ms) of the forward and of forward + backward (the gradient of the
@@ -30,7 +30,10 @@ from components.norm import rms_norm
 
 
 def _rest(H, D):
-    return H + H * D  # the gates' logits: the forget gate's (H) and the output gate's (H D)
+    """The columns after the shift logits, as workbench.model hands them on: the output gate's
+    (H D) and the forget gate's (H) logits and the padding to a multiple of 64."""
+    cols = 3 * H * D + 2 * H + H * D + H
+    return H * D + H + (-cols % 64)
 
 
 def _components(proj, qw, kw, H, D, eps):
@@ -60,8 +63,7 @@ def main(argv=None) -> int:
         return 2
     torch.manual_seed(0)
     B, T, H, D, eps = args.batch, args.context, args.heads, args.head_dim, 1e-5
-    cols = 3 * H * D + 2 * H + _rest(H, D)
-    proj = torch.randn(B, T, cols + (-cols % 64), device="cuda").to(torch.bfloat16).requires_grad_()
+    proj = torch.randn(B, T, 3 * H * D + 2 * H + _rest(H, D), device="cuda").to(torch.bfloat16).requires_grad_()
     qw, kw = (torch.rand(H, D, device="cuda").add_(0.5).requires_grad_() for _ in range(2))
     ups = [torch.randn(B, T, H, D, device="cuda").to(torch.bfloat16) for _ in range(3)]
     ups.append(torch.randn(B, T, _rest(H, D), device="cuda").to(torch.bfloat16))

@@ -48,7 +48,9 @@ class Attention(nn.Module):
     def _projections(self) -> list[tuple[str, nn.Linear]]:
         """(name, Linear of x) for q, k, v and for each component that declares input_projections()."""
         out = [("q", self.wq), ("k", self.wk), ("v", self.wv)]
-        for slot in ("kv_shift", "forget_gate", "output_gate"):
+        # The output gate's d columns before the forget gate's H: they start 16-byte aligned in
+        # the projection and in its gradient, so the kernels that read and write them vectorise.
+        for slot in ("kv_shift", "output_gate", "forget_gate"):
             module = getattr(self, slot)
             if module is not None and hasattr(module, "input_projections"):
                 out += [(f"{slot}.{name}", lin) for name, lin in module.input_projections().items()]
@@ -100,13 +102,16 @@ class Attention(nn.Module):
         n = 3 + len(shift.input_projections() if shift is not None else {})
         sizes = [lin.weight.shape[0] for _, lin in projections[n:]]
         proj, _ = self._linear(x, projections)
+        # The gates' columns and the padding after them: rows of their gradient then start at
+        # multiples of 64 elements too, which the kernels writing it need to vectorise.
+        sizes.append(proj.shape[-1] - sum(lin.weight.shape[0] for _, lin in projections))
         q, k, v, rest = prepare_qkv(proj, self.n_heads, self.head_dim,
                                     k_shift=shift is not None and shift.k_alpha is not None,
                                     v_shift=shift is not None and shift.v_alpha is not None,
                                     q_weight=norm.q_weight if norm is not None else None,
                                     k_weight=norm.k_weight if norm is not None else None,
                                     eps=norm.eps if norm is not None else 1e-5, rest=sum(sizes))
-        return q, k, v, self._named(projections[n:], rest.split(sizes, dim=-1))
+        return q, k, v, self._named(projections[n:], rest.split(sizes, dim=-1)[:-1])
 
     def _component(self, slot: str, projected: dict, *args):
         """Call a slot's module; one that declares input_projections() gets its outputs."""

@@ -113,6 +113,6 @@ def test_fused_input_projection_equals_separate_projections(preset):
         torch.testing.assert_close(grads_f[name], grads_s[name], rtol=1e-9, atol=1e-12, msg=name)
     names = [name for name, _ in model.blocks[0].attn._projections()]
     if preset == "fox_pro":
-        assert names == ["q", "k", "v", "kv_shift.k", "kv_shift.v", "forget_gate.logit", "output_gate.gate"]
+        assert names == ["q", "k", "v", "kv_shift.k", "kv_shift.v", "output_gate.gate", "forget_gate.logit"]
     else:
         assert names == ["q", "k", "v"]
