@@ -1,7 +1,7 @@
 """Where a training step's GPU time goes: one trial's step under torch.profiler.
 
     python scripts/profile_step.py studies/throughput/fox_pro_125m.yaml [--steps 3] [--out prof.json]
-        [--trace step.json.gz]
+        [--trace step.json.gz] [--fused-qkv auto|on|off]
 
 Builds the trial's model, data and optimizer as `wb train` does, runs warm-up steps (compilation),
 times 10 steps, then profiles ``--steps`` steps and sums each GPU kernel's time per step. Prints
@@ -60,6 +60,9 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda", help="cpu only to try the script itself: it times CPU ops then")
     ap.add_argument("--trace", help="also write a gzipped Chrome trace of one more step, host and GPU "
                     "(chrome://tracing or ui.perfetto.dev): where the GPU waits on the host")
+    ap.add_argument("--fused-qkv", choices=("auto", "on", "off"), default="auto",
+                    help="KV-shift and QK-norm through kernels.prepare_qkv (auto: on CUDA) or the "
+                    "components' code under torch.compile (off): the two side by side")
     args = ap.parse_args(argv)
     trial = validate(TrialSpec, read_yaml(Path(args.trial)), args.trial)
     spec = trial.train
@@ -67,6 +70,7 @@ def main(argv=None):
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     torch.manual_seed(trial.seed)
     model = build_model(trial.model).to(device)
+    model.set_fused_qkv({"auto": None, "on": True, "off": False}[args.fused_qkv])
     data = load_data(trial.data, trial.model.vocab_size, trial.seed)
     opt = make_optimizer(model, spec, device)
     step_fn = step_callable(model, spec, device)
@@ -104,7 +108,7 @@ def main(argv=None):
         groups[group_of(name)] += ms
     gpu_ms = sum(per_kernel.values())
     result = {
-        "trial": args.trial, "gpu": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__,
+        "trial": args.trial, "fused_qkv": args.fused_qkv, "gpu": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__,
         "step_ms": step_s * 1e3, "tokens_per_step": tokens, "tokens_per_s": tokens / step_s,
         "gpu_busy_ms": gpu_ms, "groups_ms": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
         "top_kernels_ms": dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:40]),
