@@ -7,9 +7,10 @@ Both sides take the block's projection output (B, T, 3HD + 2H + HD + H, padded t
 (FoX (Pro)'s block), and the gates' HD + H logits (and the padding) as a slice, whose gradient both sides write
 into the projection's. The torch side is what workbench.model runs without the kernel (the split, then
 components.kv_shift and components.qk_norm) under torch.compile; its compile is timed once, then
-the numbers are medians (ms) of the forward and of forward + backward (the gradient of the
-projection and of both scales), launched eagerly (do_bench) and replayed as a CUDA graph
-(do_bench_cudagraph, as a training step runs). Also: the kernels alone for a grid of (BLOCK_T, warps), and
+the numbers are do_bench medians (ms) of the forward and of forward + backward (the gradient of
+the projection and of both scales). One layer's share of this work is a few dozen microseconds,
+of the order of the eager launch costs these figures include; the training step replays it as a
+CUDA graph, and scripts/profile_step.py --fused-qkv on|off measures it there. Also: the kernels alone for a grid of (BLOCK_T, warps), and
 the bytes they must move over their time (the fastest is what kernels/qkv_prep.py should set). Prints a table, writes JSON. CUDA only.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 
 import torch
 import triton
-from triton.testing import do_bench, do_bench_cudagraph
+from triton.testing import do_bench
 
 import kernels.qkv_prep as qp
 from components.kv_shift import token_shift
@@ -93,17 +94,7 @@ def main(argv=None) -> int:
         run = fwd_bwd(fn)
         with torch.no_grad():
             fwd_ms = do_bench(lambda: fn(proj, qw, kw, H, D, eps))
-        # Replayed as a CUDA graph too, as the training step runs: one layer's share of this work
-        # is a few dozen microseconds, of the order of its eager launch costs.
-        try:
-            with torch.no_grad():
-                fwd_graph = do_bench_cudagraph(lambda: fn(proj, qw, kw, H, D, eps))
-            both_graph = do_bench_cudagraph(run)
-        except Exception as e:  # noqa: BLE001 - reported, not hidden
-            print(f"{name}: CUDA graph timing failed: {e}", file=sys.stderr)
-            fwd_graph = both_graph = float("nan")
-        results[name] = {"fwd_ms": fwd_ms, "fwd_bwd_ms": do_bench(run), "first_call_s": first_s,
-                         "graph_fwd_ms": fwd_graph, "graph_fwd_bwd_ms": both_graph}
+        results[name] = {"fwd_ms": fwd_ms, "fwd_bwd_ms": do_bench(run), "first_call_s": first_s}
 
     # The kernels alone, forward and backward, per (BLOCK_T, TILES, warps); bytes: reading proj's
     # q, k, v, writing q, k, v (forward); reading them and the gradients of q, k, v and the rest,
@@ -127,13 +118,10 @@ def main(argv=None) -> int:
 
     torch_ms = results["torch.compile (components/ code)"]["fwd_bwd_ms"]
     print(f"B {B}, T {T}, H {H}, D {D}, bf16, KV-shift (k, v) + QK-norm, {torch.cuda.get_device_name()}")
-    graph_ms = results["torch.compile (components/ code)"]["graph_fwd_bwd_ms"]
-    print(f"{'':36s} {'fwd ms':>8s} {'fwd+bwd ms':>11s} {'speed-up':>9s} | CUDA graph: {'fwd ms':>8s} "
-          f"{'fwd+bwd ms':>11s} {'speed-up':>9s} | {'1st call s':>10s}")
+    print(f"{'':36s} {'fwd ms':>8s} {'fwd+bwd ms':>11s} {'speed-up':>9s} {'1st call s':>11s}")
     for name, r in results.items():
-        print(f"{name:36s} {r['fwd_ms']:8.3f} {r['fwd_bwd_ms']:11.3f} {torch_ms / r['fwd_bwd_ms']:8.2f}x | "
-              f"{'':12s}{r['graph_fwd_ms']:8.3f} {r['graph_fwd_bwd_ms']:11.3f} "
-              f"{graph_ms / r['graph_fwd_bwd_ms']:8.2f}x | {r['first_call_s']:10.1f}")
+        print(f"{name:36s} {r['fwd_ms']:8.3f} {r['fwd_bwd_ms']:11.3f} {torch_ms / r['fwd_bwd_ms']:8.2f}x "
+              f"{r['first_call_s']:11.1f}")
     print("kernels alone, BLOCK_T x TILES x warps: fwd ms (TB/s), bwd ms (TB/s)")
     for s in sweep:
         print(f"  {s['block_t']:3d} x {s['tiles']} x {s['warps']}: fwd {s['fwd_ms']:.3f} ({s['fwd_tb_per_s']:.2f}), "
