@@ -91,9 +91,9 @@ class Attention(nn.Module):
 
     def _fused_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
         """q, k, v (B, T, H, D) with KV-shift and QK-norm applied, and the other projections by
-        name, through kernels.prepare_qkv: the projection is still one matmul, and the kernel
-        hands the gates' columns on as a copy, so that their gradients and those of q, k, v are
-        written into one gradient of that matmul's output, by the kernel."""
+        name, through kernels.prepare_qkv: the projection is still one matmul, whose gates'
+        columns come back as a view; their gradients and those of q, k, v are written into one
+        gradient of that matmul's output, by the kernel."""
         # Imported here: Triton reads TRITON_INTERPRET when it first decorates the kernel.
         from kernels.qkv_prep import prepare_qkv
 
