@@ -12,8 +12,10 @@ for the same step wrote the gradients of q, k and v separately and reduced the n
 gradients over tokens in kernels of their own, and its per-compile autotuning of the forward
 changed the step time by up to 1.7 ms (docs/performance.md).
 
-Custom ops, so a compiled step (and its CUDA graphs) keeps them whole. The per-component code in
-components/ stays the definition and the CPU path; tests check the two against each other.
+Two custom ops (forward, backward), so a compiled step (and its CUDA graphs) keeps the kernels
+whole, joined by an autograd.Function, which may return the rest columns as a view (a custom op
+may not). The per-component code in components/ stays the definition and the CPU path; tests
+check the two against each other.
 """
 from __future__ import annotations
 
