@@ -152,7 +152,11 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
         state.tokens = tokens_after
         if state.step > max(1, total_steps // 10):  # leave compilation and warm-up out of the rate
             timed_tokens, timed_seconds = timed_tokens + tokens_per_step, timed_seconds + seconds
-        metrics = {"train_loss": loss, "lr": launched.lr, "grad_norm": grad_norm, "step": state.step}
+        # step_ms: from the previous step's loss reaching the host to this one's, the device's time
+        # per step while it stays busy (validation and checkpoints left out); the rate's slow steps
+        # show here (compilation, and any that a mean over the run would hide).
+        metrics = {"train_loss": loss, "lr": launched.lr, "grad_norm": grad_norm, "step": state.step,
+                   "step_ms": seconds * 1e3}
         if next_eval is not None and state.tokens >= next_eval:
             metrics["val_loss"] = quick_val_loss(model, data, spec, device, autocast)
             next_eval = _next_multiple(state.tokens, spec.eval_every_tokens)

@@ -88,6 +88,8 @@ def test_a_killed_run_resumes_to_the_same_loss_curve(tmp_path):
     resumed = wb_train(trial, out)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert curve(out) == curve(tmp_path / "straight")
+    rows = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) > 10 and all(r["step_ms"] > 0 for r in rows)  # each step's time, for its slow ones
     a = json.loads((out / "result.json").read_text())
     b = json.loads((tmp_path / "straight" / "result.json").read_text())
     assert a["val_loss"] == b["val_loss"]
