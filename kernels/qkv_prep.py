@@ -43,8 +43,13 @@ def _columns(n_heads: int, head_dim: int, k_shift: bool, v_shift: bool) -> tuple
     return col_ak, col_av, col_av + (n_heads if v_shift else 0)
 
 
-def _weight_stride(w: Optional[torch.Tensor]) -> int:
-    return 0 if w is None or w.dim() == 1 else w.stride(0)  # (D,): one scale shared by all heads
+def _norm_args(proj: torch.Tensor, q_weight: Optional[torch.Tensor], k_weight: Optional[torch.Tensor]):
+    """Both kernels' (q scale, k scale, scale stride between heads) and their Q_NORM/K_NORM
+    flags; without QK-norm the pointers are placeholders the kernels never read."""
+    w = q_weight if q_weight is not None else k_weight  # prepare_qkv takes both or neither
+    stride = 0 if w is None or w.dim() == 1 else w.stride(0)  # (D,): one scale shared by all heads
+    args = (q_weight if q_weight is not None else proj, k_weight if k_weight is not None else proj, stride)
+    return args, dict(Q_NORM=q_weight is not None, K_NORM=k_weight is not None)
 
 
 def _empty(like: torch.Tensor, *shape, dtype=None) -> torch.Tensor:
@@ -65,12 +70,11 @@ def _prep_op(proj: torch.Tensor, q_weight: Optional[torch.Tensor], k_weight: Opt
     q, k, v = (_empty(proj, B, T, n_heads, head_dim) for _ in range(3))
     col_ak, col_av, _ = _columns(n_heads, head_dim, k_shift, v_shift)
     meta = _meta(T, n_heads, head_dim)
+    norm_args, norm_flags = _norm_args(proj, q_weight, k_weight)
     if B * T:
         qkv_prep_fwd_kernel[(triton.cdiv(T, meta["BLOCK_T"]), B, 3 * n_heads)](
-            proj, proj.stride(0), proj.stride(1), col_ak, col_av,
-            q_weight if q_weight is not None else proj, k_weight if k_weight is not None else proj,
-            _weight_stride(q_weight if q_weight is not None else k_weight), q, k, v, T, eps,
-            Q_NORM=q_weight is not None, K_NORM=k_weight is not None, K_SHIFT=k_shift, V_SHIFT=v_shift, **meta)
+            proj, proj.stride(0), proj.stride(1), col_ak, col_av, *norm_args, q, k, v, T, eps,
+            K_SHIFT=k_shift, V_SHIFT=v_shift, **norm_flags, **meta)
     return q, k, v
 
 
@@ -96,14 +100,13 @@ def _prep_bwd_op(proj: torch.Tensor, q_weight: Optional[torch.Tensor], k_weight:
     grid = (programs_t, B, 3 * n_heads + triton.cdiv(P - C, BLOCK_R))
     partials = [_empty(proj, programs_t * B, n_heads, head_dim, dtype=torch.float32) if w is not None else None
                 for w in (q_weight, k_weight)]
+    norm_args, norm_flags = _norm_args(proj, q_weight, k_weight)
     if B * T:
         qkv_prep_bwd_kernel[grid](
-            proj, proj.stride(0), proj.stride(1), col_ak, col_av, C, drest.shape[-1], P,
-            q_weight if q_weight is not None else proj, k_weight if k_weight is not None else proj,
-            _weight_stride(q_weight if q_weight is not None else k_weight), dq, dk, dv, drest,
-            dproj, dproj.stride(0), dproj.stride(1), *(p if p is not None else dproj for p in partials),
-            T, eps, TILES=TILES, BLOCK_R=BLOCK_R, Q_NORM=q_weight is not None, K_NORM=k_weight is not None,
-            K_SHIFT=k_shift, V_SHIFT=v_shift, **meta)
+            proj, proj.stride(0), proj.stride(1), col_ak, col_av, C, drest.shape[-1], P, *norm_args,
+            dq, dk, dv, drest, dproj, dproj.stride(0), dproj.stride(1),
+            *(p if p is not None else dproj for p in partials), T, eps, TILES=TILES, BLOCK_R=BLOCK_R,
+            K_SHIFT=k_shift, V_SHIFT=v_shift, **norm_flags, **meta)
 
     def total(partial, w):
         if w is None:

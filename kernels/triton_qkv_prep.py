@@ -92,8 +92,9 @@ def qkv_prep_bwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, C, R, P, qw_ptr, k
                         H: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr,
                         TILES: tl.constexpr, BLOCK_R: tl.constexpr, Q_NORM: tl.constexpr,
                         K_NORM: tl.constexpr, K_SHIFT: tl.constexpr, V_SHIFT: tl.constexpr):
-    """dq, dk, dv: gradients of the forward's q, k, v, (B, T, H, D) contiguous; drest: of the
-    copied columns, (B, T, R) contiguous. dqw, dkw: the weight gradients' partial sums,
+    """dq, dk, dv: gradients of the forward's q, k, v, (B, T, H, D) contiguous; drest: of the R
+    columns from C on (the gates' logits, which the caller returned as a view), (B, T, R)
+    contiguous. dqw, dkw: the weight gradients' partial sums,
     (B * programs along T, H, D) fp32. Grid (token tiles / TILES, B, 3 H + column blocks of
     [C, P))."""
     tp, b, z = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
