@@ -37,10 +37,10 @@ PRUNED = "ours, ACP"
 def kept_fraction(q, k, log_f) -> float:
     """Share of the causal key positions our pruned forward visits on these inputs."""
     from kernels import pruning
-    from kernels.triton_attention import default_config, gate_cumsum
+    from kernels.triton_attention import default_config, gate_cumsum, use_tma
 
     D, T = q.shape[-1], q.shape[1]
-    cfg = default_config(D, T)
+    cfg = default_config(D, T, use_tma(q, k))
     with torch.no_grad():
         starts = pruning.key_starts(gate_cumsum(log_f), pruning.threshold(q, k, D**-0.5, LOG_EPS),
                                     cfg.fwd.block_m, cfg.fwd.block_n)

@@ -4,10 +4,17 @@ Forward: one scan kernel turns log f (B, T, H) into c = cumsum(log f) (B * H, T)
 decay matrix is never formed), then the attention kernel. Backward: dq_kernel, dkdv_kernel, and
 the reverse scan that turns dL/dc into dL/d log f in place. q, k, v keep the strides they come
 with; nothing is copied.
+
+On sm_90+ GPUs the kernels read q, k, v, O and dO through TMA tensor descriptors (``use_tma``)
+when the tensors' layout allows one (fp16/bf16, head dim 16-128, each (B, T) row's heads side by
+side: a (B * T, H * D) view with 16-byte aligned rows, as (B, T, H, D) contiguous tensors and
+column slices of a (B, T, X) projection are); else, and under the interpreter unless ``TMA_LOADS``
+says so, through tiles of pointers. Each path has its own tile table.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -21,10 +28,19 @@ from kernels.triton_fwd import fwd_kernel
 from kernels.triton_pruning import norm_max_kernel, tile_bounds_kernel
 from kernels.triton_scan import scan_kernel
 
+try:  # triton >= 3.4
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover
+    TensorDescriptor = None
+
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Tests set this so that every output the kernels should write starts as NaN: an element left
 # unwritten then fails the comparison instead of passing on leftover memory.
 POISON_OUTPUTS = False
+# Tile loads through TMA descriptors: None = on CUDA devices of compute capability 9.0+ whenever
+# the layout allows (use_tma); True = wherever the layout allows, the interpreter included (the
+# tests run both paths on CPU); False = never.
+TMA_LOADS: bool | None = None
 
 
 def _new(like: torch.Tensor, shape=None, dtype=None) -> torch.Tensor:
@@ -51,8 +67,14 @@ class KernelConfig:
 
 
 # Chosen by measurement on the H200 (kernels/tune.py; kernels/BENCHMARKS.md): per head-dim bucket,
-# (longest sequence it serves, config) in increasing length.
+# (longest sequence it serves, config) in increasing length. H200_CONFIGS serves the TMA loads
+# (the path the H200 takes), POINTER_CONFIGS the pointer loads.
 H200_CONFIGS: dict[int, tuple[tuple[int, KernelConfig], ...]] = {
+    # scripts/gpu/round34_tma.py: one tile per head dim won at every length measured (2k-16k).
+    64: ((1 << 62, KernelConfig(TileConfig(64, 128, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(128, 64, 4, 3))),),
+    128: ((1 << 62, KernelConfig(TileConfig(128, 128, 8, 3), TileConfig(64, 128, 8, 2), TileConfig(128, 64, 8, 3))),),
+}
+POINTER_CONFIGS: dict[int, tuple[tuple[int, KernelConfig], ...]] = {
     64: (
         (2048, KernelConfig(TileConfig(64, 64, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 64, 4, 2), True)),
         (4096, KernelConfig(TileConfig(64, 64, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(128, 64, 4, 3), True)),
@@ -66,15 +88,56 @@ H200_CONFIGS: dict[int, tuple[tuple[int, KernelConfig], ...]] = {
 # The interpreter runs tile by tile in numpy: small tiles keep it quick and exercise the
 # multi-tile paths at small T.
 INTERPRETER_CONFIG = KernelConfig(TileConfig(32, 16, 4, 1), TileConfig(16, 32, 4, 1), TileConfig(32, 16, 4, 1))
+# fp32 inputs (the exact path: ieee dots, c_i - c_j per element) on the GPU: the bf16 tables' tiles
+# at four bytes an element overflow shared memory at head dim 128 (found on the H200).
+FP32_CONFIG = KernelConfig(TileConfig(32, 32, 4, 2), TileConfig(32, 32, 4, 2), TileConfig(32, 32, 4, 2))
 
 
-def default_config(head_dim: int, seq_len: int) -> KernelConfig:
+def default_config(head_dim: int, seq_len: int, tma: bool = True, dtype: torch.dtype = torch.bfloat16) -> KernelConfig:
+    """The measured tiles for this head dim and length, for TMA or pointer loads."""
     if INTERPRET:
         return INTERPRETER_CONFIG
-    for longest, cfg in H200_CONFIGS[64 if head_dim <= 64 else 128]:
+    if dtype == torch.float32:
+        return FP32_CONFIG
+    for longest, cfg in (H200_CONFIGS if tma else POINTER_CONFIGS)[64 if head_dim <= 64 else 128]:
         if seq_len <= longest:
             return cfg
     return cfg
+
+
+@functools.lru_cache(maxsize=None)
+def _sm90(device: torch.device) -> bool:
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def _row_stride(x: torch.Tensor) -> int:
+    """The stride of the (B * T, H * D) view's rows (a length-1 T takes B's)."""
+    return x.stride(1) if x.shape[1] > 1 else x.stride(0)
+
+
+def _tma_layout_ok(x: torch.Tensor) -> bool:
+    """x (B, T, H, D) is a (B * T, H * D) matrix with 16-byte aligned rows, as a TMA descriptor
+    needs: fp16/bf16, D in 16..128, d contiguous, heads side by side, sequences back to back."""
+    B, T, H, D = x.shape
+    rs = _row_stride(x)
+    return (x.dtype in (torch.float16, torch.bfloat16) and D in (16, 32, 64, 128) and x.stride(3) == 1
+            and (H == 1 or x.stride(2) == D) and (B == 1 or x.stride(0) == T * rs)
+            and (rs * x.element_size()) % 16 == 0 and x.data_ptr() % 16 == 0)
+
+
+def use_tma(*tensors: torch.Tensor) -> bool:
+    """Whether a launch on these (B, T, H, D) tensors reads them through TMA descriptors."""
+    if TMA_LOADS is False or TensorDescriptor is None:
+        return False
+    if TMA_LOADS is None and not (tensors[0].is_cuda and not INTERPRET and _sm90(tensors[0].device)):
+        return False
+    return all(_tma_layout_ok(t) for t in tensors)
+
+
+def _tma(x: torch.Tensor, rows: int):
+    """A descriptor of x's (B * T, H * D) view, read in tiles of (rows, D) (triton_common.load_tile)."""
+    B, T, H, D = x.shape
+    return TensorDescriptor(x, [B * T, H * D], [_row_stride(x), 1], [rows, D])
 
 
 def _scan(x: torch.Tensor, out: torch.Tensor, reverse: bool) -> torch.Tensor:
@@ -114,12 +177,15 @@ def _forward(q, k, v, c, sm_scale, cfg: KernelConfig, starts: torch.Tensor | Non
     lse = _new(q, (B * H, T), torch.float32)
     has_gate = c is not None
     grid = (triton.cdiv(T, cfg.fwd.block_m), B * H)
+    tma = use_tma(q, k, v)
+    m, n = cfg.fwd.block_m, cfg.fwd.block_n
     fwd_kernel[grid](
-        q, k, v, c if has_gate else lse, o, lse, lse if starts is None else starts,
+        *((_tma(q, m), _tma(k, n), _tma(v, n)) if tma else (q, k, v)),
+        c if has_gate else lse, o, lse, lse if starts is None else starts,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.fwd.block_m, BLOCK_N=cfg.fwd.block_n,
         num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, AHEAD=cfg.fwd_ahead, PRUNE=starts is not None,
-        **_launch_params(q),
+        TMA=tma, **_launch_params(q),
     )
     return o, lse
 
@@ -181,17 +247,22 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.
     starts = stops = lse
     if prune is not None:
         starts, stops = _tile_bounds(c, prune, (cfg.dq.block_m, cfg.dq.block_n), (cfg.dkdv.block_m, cfg.dkdv.block_n))
-    dq_kernel[(triton.cdiv(T, cfg.dq.block_m), B * H)](
-        q, k, v, c_arg, o, do, lse, delta, dq, dc, starts,
+    tma = use_tma(q, k, v, o, do)
+    m, n = cfg.dq.block_m, cfg.dq.block_n
+    dq_kernel[(triton.cdiv(T, m), B * H)](
+        *((_tma(q, m), _tma(k, n), _tma(v, n)) if tma else (q, k, v)), c_arg,
+        *((_tma(o, m), _tma(do, m)) if tma else (o, do)), lse, delta, dq, dc, starts,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o), *_strides4(do), *_strides4(dq),
-        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dq.block_m, BLOCK_N=cfg.dq.block_n,
-        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, PRUNE=prune is not None, **params,
+        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=m, BLOCK_N=n,
+        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, PRUNE=prune is not None, TMA=tma, **params,
     )
-    dkdv_kernel[(triton.cdiv(T, cfg.dkdv.block_n), B * H)](
-        q, k, v, c_arg, do, lse, delta, dk, dv, dc, stops,
+    m, n = cfg.dkdv.block_m, cfg.dkdv.block_n
+    dkdv_kernel[(triton.cdiv(T, n), B * H)](
+        *((_tma(q, m), _tma(k, n), _tma(v, n)) if tma else (q, k, v)), c_arg,
+        _tma(do, m) if tma else do, lse, delta, dk, dv, dc, stops,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv),
-        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.dkdv.block_m, BLOCK_N=cfg.dkdv.block_n,
-        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, PRUNE=prune is not None, **params,
+        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=m, BLOCK_N=n,
+        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, PRUNE=prune is not None, TMA=tma, **params,
     )
     if not has_gate:
         return dq, dk, dv, None
@@ -281,7 +352,7 @@ def forgetting_attention_triton(q, k, v, log_f, *, scale: float | None = None, c
     if not q.is_cuda and not INTERPRET:
         raise RuntimeError("the Triton kernel needs CUDA tensors, or TRITON_INTERPRET=1 set before import for CPU")
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    cfg = config or default_config(q.shape[-1], q.shape[1])
+    cfg = config or default_config(q.shape[-1], q.shape[1], use_tma(q, k, v), q.dtype)
     if torch.compiler.is_compiling():
         return _fwd_op(q, k, v, log_f, sm_scale, _config_ints(cfg), log_pruning_tolerance)[0]
     return _EagerAttention.apply(q, k, v, log_f, sm_scale, cfg, log_pruning_tolerance)

@@ -21,26 +21,30 @@ The row sums are zero in exact arithmetic, but keeping them makes the rounding o
 the reverse cumsum. P is recomputed as exp2(s q.k * log2(e) - key-side decay - (L - query-side
 decay)), each side relative to one reference per program (kernels/triton_common.py); with
 ``EXACT`` (fp32 inputs) as c_i - c_j per element.
+
+With ``TMA`` q, k, v, O and dO arrive as tensor descriptors and every tile is one TMA copy
+(triton_common.load_tile): no address registers in kernels that are register-bound, 2-6% faster
+on the H200 (kernels/BENCHMARKS.md).
 """
 import triton
 import triton.language as tl
 
-from kernels.triton_common import LOG2E, decay_log2, load_c, load_rows, row_scores, store_rows
+from kernels.triton_common import LOG2E, decay_log2, load_c, load_tile, row_scores, store_rows
 
 
 @triton.jit
-def _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
+def _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
                 stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, lo, hi,
                 MASKED: tl.constexpr, CHECK_T: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr,
                 D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+                UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(lo, hi, BLOCK_M):
         start_m = tl.multiple_of(start_m, BLOCK_M)
         rows = start_m + offs_m0
         row_ok = rows < T
-        q = load_rows(Q, rows, stride_qt, stride_qd, T, D, BLOCK_D, UPCAST, CHECK_T)
-        do = load_rows(DO, rows, stride_dot, stride_dod, T, D, BLOCK_D, UPCAST, CHECK_T)
+        q = load_tile(Q, row0, col, start_m, rows, stride_qt, stride_qd, T, D, BLOCK_D, UPCAST, CHECK_T, TMA)
+        do = load_tile(DO, row0, col, start_m, rows, stride_dot, stride_dod, T, D, BLOCK_D, UPCAST, CHECK_T, TMA)
         # Rows past T get lse = +inf, so their P (and with it their dS) is exactly 0.
         lse = tl.load(LSE + rows, mask=row_ok, other=float("inf"))
         delta = tl.load(DELTA + rows, mask=row_ok, other=0.0)
@@ -74,21 +78,27 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC, STOPS,
                 T, H, sm_scale,
                 HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                UPCAST: tl.constexpr, PRECISION: tl.constexpr, PRUNE: tl.constexpr):
+                UPCAST: tl.constexpr, PRECISION: tl.constexpr, PRUNE: tl.constexpr, TMA: tl.constexpr):
     start_n = tl.program_id(0)  # the first key tiles see the most queries: they launch first
     bh = tl.program_id(1)
     b = bh // H
     h = bh % H
-    Q += b * stride_qb + h * stride_qh
-    DO += b * stride_dob + h * stride_doh
+    # TMA: Q, K, V, DO are descriptors of (B * T, H * D) views, read at (row0 + t, col) (load_tile).
+    row0 = b * T
+    col = h * D
+    if not TMA:
+        Q += b * stride_qb + h * stride_qh
+        DO += b * stride_dob + h * stride_doh
+        K += b * stride_kb + h * stride_kh
+        V += b * stride_vb + h * stride_vh
     # c, L, delta and dC: (B * H, T) contiguous
     C += bh * T
     LSE += bh * T
     DELTA += bh * T
 
     offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    k = load_rows(K + b * stride_kb + h * stride_kh, offs_n, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, True)
-    v = load_rows(V + b * stride_vb + h * stride_vh, offs_n, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, True)
+    k = load_tile(K, row0, col, start_n * BLOCK_N, offs_n, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, True, TMA)
+    v = load_tile(V, row0, col, start_n * BLOCK_N, offs_n, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, True, TMA)
     c_ref = 0.0
     ck = tl.zeros([BLOCK_N], dtype=tl.float32)
     if HAS_GATE:
@@ -111,15 +121,15 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC, STOPS,
     if PRUNE:
         hi = tl.load(STOPS + bh * tl.num_programs(0) + start_n)
     full = mid + (hi - mid) // BLOCK_M * BLOCK_M
-    dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
+    dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
                                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, lo, mid,
-                               True, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION)
-    dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
+                               True, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA)
+    dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
                                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, mid, full,
-                               False, False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION)
-    dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA,
+                               False, False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA)
+    dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
                                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, full, hi,
-                               False, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION)
+                               False, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA)
     store_rows(DK + b * stride_dkb + h * stride_dkh, offs_n, stride_dkt, stride_dkd, dk * sm_scale, T, D, BLOCK_D)
     store_rows(DV + b * stride_dvb + h * stride_dvh, offs_n, stride_dvt, stride_dvd, dv, T, D, BLOCK_D)
     if HAS_GATE:
@@ -129,17 +139,17 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC, STOPS,
 
 
 @triton.jit
-def _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C,
+def _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, row0, col,
               stride_kt, stride_kd, stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, hi,
               MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-              BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+              BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
     offs_n0 = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n0
         # Tiles below the diagonal lie wholly before T: their loads need no row mask.
-        k = load_rows(K, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, MASKED)
-        v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, MASKED)
+        k = load_tile(K, row0, col, start_n, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, MASKED, TMA)
+        v = load_tile(V, row0, col, start_n, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, MASKED, TMA)
         s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale,
                        MASKED, HAS_GATE, EXACT, PRECISION)  # (BM, BN)
         p = tl.math.exp2(s - lse[:, None])
@@ -162,21 +172,28 @@ def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC, STARTS,
               T, H, sm_scale,
               HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              UPCAST: tl.constexpr, PRECISION: tl.constexpr, PRUNE: tl.constexpr):
+              UPCAST: tl.constexpr, PRECISION: tl.constexpr, PRUNE: tl.constexpr, TMA: tl.constexpr):
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # the longest rows of tiles first
     bh = tl.program_id(1)
     b = bh // H
     h = bh % H
-    K += b * stride_kb + h * stride_kh
-    V += b * stride_vb + h * stride_vh
+    # TMA: Q, K, V, O, DO are descriptors of (B * T, H * D) views, read at (row0 + t, col) (load_tile).
+    row0 = b * T
+    col = h * D
+    if not TMA:
+        Q += b * stride_qb + h * stride_qh
+        K += b * stride_kb + h * stride_kh
+        V += b * stride_vb + h * stride_vh
+        O += b * stride_ob + h * stride_oh
+        DO += b * stride_dob + h * stride_doh
     C += bh * T  # c: (B * H, T) contiguous
 
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = offs_m < T
-    q = load_rows(Q + b * stride_qb + h * stride_qh, offs_m, stride_qt, stride_qd, T, D, BLOCK_D, UPCAST, True)
-    do = load_rows(DO + b * stride_dob + h * stride_doh, offs_m, stride_dot, stride_dod, T, D, BLOCK_D, UPCAST, True)
+    q = load_tile(Q, row0, col, start_m * BLOCK_M, offs_m, stride_qt, stride_qd, T, D, BLOCK_D, UPCAST, True, TMA)
+    do = load_tile(DO, row0, col, start_m * BLOCK_M, offs_m, stride_dot, stride_dod, T, D, BLOCK_D, UPCAST, True, TMA)
     # delta = rowsum(O * dO) in fp32, stored for dkdv_kernel (launched next).
-    o = load_rows(O + b * stride_ob + h * stride_oh, offs_m, stride_ot, stride_od, T, D, BLOCK_D, UPCAST, True)
+    o = load_tile(O, row0, col, start_m * BLOCK_M, offs_m, stride_ot, stride_od, T, D, BLOCK_D, UPCAST, True, TMA)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     tl.store(DELTA + bh * T + offs_m, delta, mask=row_ok)
     lse = tl.load(LSE + bh * T + offs_m, mask=row_ok, other=float("inf"))
@@ -197,12 +214,12 @@ def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC, STARTS,
         lo = tl.load(STARTS + bh * tl.num_programs(0) + start_m)
     diag = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)
-    dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, stride_kt, stride_kd,
+    dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, row0, col, stride_kt, stride_kd,
                          stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
-                         False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
-    dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, stride_kt, stride_kd,
+                         False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA)
+    dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, row0, col, stride_kt, stride_kd,
                          stride_vt, stride_vd, c_ref, c_q, T, qk_scale, diag, hi,
-                         True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
+                         True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA)
     store_rows(DQ + b * stride_dqb + h * stride_dqh, offs_m, stride_dqt, stride_dqd, dq * sm_scale, T, D, BLOCK_D)
     if HAS_GATE:
         tl.store(DC + bh * T + offs_m, drow, mask=row_ok)

@@ -38,6 +38,24 @@ def load_rows(base, rows, stride_t, stride_d, T, D: tl.constexpr, BLOCK_D: tl.co
 
 
 @triton.jit
+def load_tile(X, row0, col, start, rows, stride_t, stride_d, T, D: tl.constexpr, BLOCK_D: tl.constexpr,
+              UPCAST: tl.constexpr, CHECK_T: tl.constexpr, TMA: tl.constexpr):
+    """The tile of rows ``rows = start + arange(n)`` of this program's (T, D) matrix. With ``TMA``, X
+    is a tensor descriptor of the (B * T, H * D) view and (row0, col) = (b * T, h * D): one TMA copy
+    instead of a tile of pointers (kernels/triton_attention.py: tma_descriptor). Its rows past T
+    read the next sequence's rows (zeros after the last): every caller masks those rows' scores or
+    weights, as it does the zeros of the pointer load. Else X points at the (b, h) matrix
+    (load_rows)."""
+    if TMA:
+        tile = X.load([row0 + start, col])
+        if UPCAST:
+            tile = tile.to(tl.float32)
+    else:
+        tile = load_rows(X, rows, stride_t, stride_d, T, D, BLOCK_D, UPCAST, CHECK_T)
+    return tile
+
+
+@triton.jit
 def store_rows(base, rows, stride_t, stride_d, tile, T, D: tl.constexpr, BLOCK_D: tl.constexpr):
     offs_d = tl.arange(0, BLOCK_D)
     mask = (rows < T)[:, None] & (offs_d[None, :] < D)

@@ -13,11 +13,14 @@ tile's Q K^T is issued before this tile's exponentials, which Triton's own pipel
 does not do. On the H200 that made the forward 4-5% faster with (64, 64) tiles up to 4096 tokens,
 and slower with larger tiles and longer sequences (two score tiles live at once), so the tile
 table turns it on there only (kernels/BENCHMARKS.md).
+
+With ``TMA`` q, k and v arrive as tensor descriptors and every tile is one TMA copy
+(triton_common.load_tile); on the H200 that made this kernel 4-7% faster than tiles of pointers.
 """
 import triton
 import triton.language as tl
 
-from kernels.triton_common import LOG2E, decay_log2, finish_scores, load_c, load_rows, row_scores, store_rows
+from kernels.triton_common import LOG2E, decay_log2, finish_scores, load_c, load_tile, row_scores, store_rows
 
 
 @triton.jit
@@ -32,17 +35,17 @@ def _online_softmax(acc, m_i, l_i, s, v, PRECISION: tl.constexpr):
 
 
 @triton.jit
-def _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, stride_vt, stride_vd,
+def _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, row0, col, stride_kt, stride_kd, stride_vt, stride_vd,
                c_ref, c_q, T, qk_scale, lo, hi,
                MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-               BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+               BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n
         # Tiles below the diagonal lie wholly before T: their loads need no row mask.
-        k = load_rows(K, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, MASKED)
-        v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, MASKED)
+        k = load_tile(K, row0, col, start_n, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, MASKED, TMA)
+        v = load_tile(V, row0, col, start_n, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, MASKED, TMA)
         s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale,
                        MASKED, HAS_GATE, EXACT, PRECISION)  # (BM, BN)
         acc, m_i, l_i = _online_softmax(acc, m_i, l_i, s, v, PRECISION)
@@ -50,26 +53,28 @@ def _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, stride_v
 
 
 @triton.jit
-def _fwd_tiles_ahead(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd, stride_vt, stride_vd,
+def _fwd_tiles_ahead(acc, m_i, l_i, q, offs_m, K, V, C, row0, col, stride_kt, stride_kd, stride_vt, stride_vd,
                      c_ref, c_q, T, qk_scale, lo, hi,
                      HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-                     BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+                     BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
     """The unmasked tiles [lo, hi), hi > lo, software-pipelined by hand: each step issues the next
     tile's Q K^T before this tile's exponentials, so the tensor cores have work while they run."""
     offs_n = tl.arange(0, BLOCK_N)
+    start = lo
     cols = lo + offs_n
-    k = load_rows(K, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, False)
+    k = load_tile(K, row0, col, lo, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, False, TMA)
     s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale, False, HAS_GATE, EXACT, PRECISION)
     for start_n in range(lo + BLOCK_N, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols_next = start_n + offs_n
-        k_next = load_rows(K, cols_next, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, False)
+        k_next = load_tile(K, row0, col, start_n, cols_next, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, False, TMA)
         s_next = tl.dot(q, tl.trans(k_next), input_precision=PRECISION)
-        v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, False)
+        v = load_tile(V, row0, col, start, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, False, TMA)
         acc, m_i, l_i = _online_softmax(acc, m_i, l_i, s, v, PRECISION)
         s = finish_scores(s_next, offs_m, cols_next, C, c_ref, c_q, T, qk_scale, False, HAS_GATE, EXACT)
         cols = cols_next
-    v = load_rows(V, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, False)
+        start = start_n
+    v = load_tile(V, row0, col, start, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, False, TMA)
     return _online_softmax(acc, m_i, l_i, s, v, PRECISION)
 
 
@@ -82,21 +87,26 @@ def fwd_kernel(Q, K, V, C, O, LSE, STARTS,
                T, H, sm_scale,
                HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               UPCAST: tl.constexpr, PRECISION: tl.constexpr, AHEAD: tl.constexpr, PRUNE: tl.constexpr):
+               UPCAST: tl.constexpr, PRECISION: tl.constexpr, AHEAD: tl.constexpr, PRUNE: tl.constexpr,
+               TMA: tl.constexpr):
     # The last query tiles have the most keys: launching them first leaves short tiles, not long
     # ones, for the end of the grid.
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
     h = bh % H
-    Q += b * stride_qb + h * stride_qh
-    K += b * stride_kb + h * stride_kh
-    V += b * stride_vb + h * stride_vh
+    # TMA: Q, K, V are descriptors of (B * T, H * D) views, read at (row0 + t, col) (load_tile).
+    row0 = b * T
+    col = h * D
+    if not TMA:
+        Q += b * stride_qb + h * stride_qh
+        K += b * stride_kb + h * stride_kh
+        V += b * stride_vb + h * stride_vh
     O += b * stride_ob + h * stride_oh
     C += bh * T  # c: (B * H, T) contiguous
 
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    q = load_rows(Q, offs_m, stride_qt, stride_qd, T, D, BLOCK_D, UPCAST, True)
+    q = load_tile(Q, row0, col, start_m * BLOCK_M, offs_m, stride_qt, stride_qd, T, D, BLOCK_D, UPCAST, True, TMA)
     c_ref = 0.0
     c_q = tl.zeros([BLOCK_M], dtype=tl.float32)
     if HAS_GATE:
@@ -118,16 +128,16 @@ def fwd_kernel(Q, K, V, C, O, LSE, STARTS,
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)
     if AHEAD:
         if diag > lo:
-            acc, m_i, l_i = _fwd_tiles_ahead(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
+            acc, m_i, l_i = _fwd_tiles_ahead(acc, m_i, l_i, q, offs_m, K, V, C, row0, col, stride_kt, stride_kd,
                                              stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
-                                             HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
+                                             HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA)
     else:
-        acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
+        acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, row0, col, stride_kt, stride_kd,
                                    stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
-                                   False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
-    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, stride_kt, stride_kd,
+                                   False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA)
+    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, row0, col, stride_kt, stride_kd,
                                stride_vt, stride_vd, c_ref, c_q, T, qk_scale, diag, hi,
-                               True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION)
+                               True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA)
     store_rows(O, offs_m, stride_ot, stride_od, acc / l_i[:, None], T, D, BLOCK_D)
     # The true log-sum-exp (log2 domain, c_i included), (B * H, T) contiguous: the backward
     # recomputes P from it with its own reference point.

@@ -9,7 +9,8 @@ search and times the installed configs. All configs
 are compiled first by ``--jobs`` processes in parallel (Triton's disk cache then serves the timing
 process), since compiling one by one takes longer than timing. Writes the per-shape results and
 a table by sequence length (the winner at each benchmarked N serves lengths up to N, the longest
-one everything beyond) that ``install`` puts into kernels.triton_attention.H200_CONFIGS; the
+one everything beyond) that ``install`` puts into kernels.triton_attention.H200_CONFIGS (or
+POINTER_CONFIGS where the kernels read the inputs through pointers, not TMA); the
 committed table is copied from such a run, recorded in kernels/BENCHMARKS.md. ``--shapes`` searches
 only the shapes named (a few minutes of GPU time for one shape instead of all six): its JSON has
 the per-shape winners but no table, since a table from some lengths would drop the others' rows.
@@ -39,9 +40,17 @@ TRAIN_SHAPES = [(8, 12, 4096, 64)]
 
 
 def install(table: dict) -> None:
-    """table: {head_dim: [[longest N, {"fwd": tile + [ahead], "dkdv": tile, "dq": tile}], ...]}."""
+    """table: {head_dim: [[longest N, {"fwd": tile + [ahead], "dkdv": tile, "dq": tile}], ...]},
+    into the tile table of the load path this GPU takes (TMA or pointers)."""
     for d, rows in table.items():
-        ta.H200_CONFIGS[int(d)] = tuple((int(n), _config(c)) for n, c in rows)
+        (ta.H200_CONFIGS if tma_path(int(d)) else ta.POINTER_CONFIGS)[int(d)] = tuple(
+            (int(n), _config(c)) for n, c in rows)
+
+
+def tma_path(d: int) -> bool:
+    """Whether the kernels read the search's (contiguous) inputs of head dim d through TMA."""
+    q = torch.empty(1, 16, 1, d, device="cuda", dtype=torch.bfloat16)
+    return ta.use_tma(q, q, q)
 
 
 def _config(c: dict) -> ta.KernelConfig:
@@ -55,7 +64,7 @@ def _with_fwd(base: ta.KernelConfig, t) -> ta.KernelConfig:
 
 def _candidates(d: int, n: int) -> list[ta.KernelConfig]:
     """Every config the search below will time for head dim d (compiled ahead in parallel)."""
-    base = ta.default_config(d, n)
+    base = ta.default_config(d, n, tma_path(d))
     out = [_with_fwd(base, t) for t in FWD_SPACE]
     out += [dataclasses.replace(base, dkdv=ta.TileConfig(*t)) for t in DKDV_SPACE]
     out += [dataclasses.replace(base, dq=ta.TileConfig(*t)) for t in DQ_SPACE]
@@ -121,7 +130,7 @@ def _time(fn) -> float:
 def tune_shape(B, H, N, D, search: bool = True) -> dict:
     q, k, v, c = _inputs(B, H, N, D)
     scale = D**-0.5
-    base = ta.default_config(D, N)
+    base = ta.default_config(D, N, tma_path(D))
     o, lse = ta._forward(q, k, v, c, scale, base)
     do = torch.randn_like(o)
     flops = 4 * B * H * N * N * D / 2
@@ -176,6 +185,7 @@ def main(argv=None):
         precompile(args.jobs, shapes)
     per_shape = {",".join(map(str, s)): tune_shape(*s, search=not args.quick) for s in shapes}
     out = {"per_shape": per_shape,
+           "tma": {d: tma_path(d) for d in sorted({s[3] for s in shapes})},
            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": __import__("triton").__version__}
     if not args.shapes:
         out["table"] = length_table(per_shape)

@@ -77,6 +77,19 @@ def main(argv=None):
     autocast = autocast_for(spec, device)
     batches = BatchQueue(data, trial.seed, spec, device)
 
+    # Which load path the attention kernels took (TMA descriptors or pointers, kernels/triton_attention.py):
+    # a dO of another layout would send the backward to the pointer kernels without a word.
+    from kernels import triton_attention as ta
+
+    loads, use_tma = defaultdict(int), ta.use_tma
+
+    def counted_use_tma(*tensors):
+        used = use_tma(*tensors)
+        loads[f"{'forward' if len(tensors) == 3 else 'backward'} {'tma' if used else 'pointers'}"] += 1
+        return used
+
+    ta.use_tma = counted_use_tma
+
     def step(i):
         train_step(step_fn, model, opt, batches, i, spec, autocast)
 
@@ -112,6 +125,7 @@ def main(argv=None):
         "step_ms": step_s * 1e3, "tokens_per_step": tokens, "tokens_per_s": tokens / step_s,
         "gpu_busy_ms": gpu_ms, "groups_ms": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
         "top_kernels_ms": dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:40]),
+        "attention_loads": dict(loads),  # launches (and config choices) by load path, whole run
     }
     Path(args.out).write_text(json.dumps(result, indent=1))
     if args.trace:
@@ -125,6 +139,7 @@ def main(argv=None):
             shutil.copyfileobj(src, dst)
         raw.unlink()
     print(f"{args.trial}: step {step_s * 1e3:.1f} ms ({tokens / step_s:,.0f} tokens/s), GPU busy {gpu_ms:.1f} ms/step")
+    print(f"  attention tile loads (calls by path): {dict(loads)}")
     for g, ms in result["groups_ms"].items():
         print(f"  {g:<24} {ms:8.2f} ms")
     for name, ms in list(result["top_kernels_ms"].items())[:25]:

@@ -77,6 +77,50 @@ def test_forward_run_ahead_matches_the_reference(T, D, gate):
         close(got, want, tol, floor)
 
 
+@pytest.mark.parametrize("T,D,gate,layout,ahead,do_layout", [
+    (1, 16, "weak", "bthd", False, "bthd"), (17, 64, "strong", "packed", False, "bthd"),
+    (100, 32, "weak", "bthd", True, "bhtd"), (100, 16, "strong", "packed", True, "bthd"),
+    (257, 16, "weak", "bthd", False, "bthd"), (40, 16, "none", "bthd", False, "bthd")])
+def test_tma_loads_match_the_reference(monkeypatch, T, D, gate, layout, ahead, do_layout):
+    """The kernels reading q, k, v, O and dO through TMA descriptors (the H200's path): B = 2, so
+    the first sequence's last tiles run into the second's rows, which must weigh nothing. A dO
+    whose layout allows no descriptor (bhtd) sends the backward to the pointer loads."""
+    monkeypatch.setattr(ta, "TMA_LOADS", True)
+    q, k, v, log_f = inputs(T, D, torch.float16, gate, layout)
+    assert ta.use_tma(q, k, v)
+    cfg = dataclasses.replace(ta.default_config(D, T), fwd_ahead=ahead)
+    out = ta.forgetting_attention_triton(q, k, v, log_f, config=cfg)
+    do = torch.randn(B, H, T, D, device=DEVICE, dtype=out.dtype).transpose(1, 2)
+    if do_layout == "bthd":
+        do = do.contiguous()
+    assert ta.use_tma(do) == (do_layout == "bthd")
+    wrt = (q, k, v) if log_f is None else (q, k, v, log_f)
+    grads = torch.autograd.grad(out, wrt, do)
+    ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(),
+                                             None if log_f is None else log_f.detach(), do, chunk=64)
+    tol, floor = TOL[torch.float16]
+    for got, want in zip((out, *grads), ref):
+        close(got, want, tol, floor)
+
+
+def test_tma_loads_only_where_the_layout_allows(monkeypatch):
+    monkeypatch.setattr(ta, "TMA_LOADS", True)
+    x = torch.zeros(2, 8, 3, 64, dtype=torch.float16)
+    assert ta.use_tma(x)
+    assert ta.use_tma(torch.zeros(2, 8, 3, 3, 64, dtype=torch.bfloat16)[:, :, 1])  # a slice of a packed q|k|v
+    assert ta.use_tma(x[:1, 3:5])  # some rows of one sequence
+    assert not ta.use_tma(x[:, 3:5])  # some rows of two: they are not back to back
+    assert not ta.use_tma(x.float())  # fp32 keeps pointer loads (and its exact decay path)
+    assert not ta.use_tma(torch.zeros(2, 3, 8, 64, dtype=torch.float16).transpose(1, 2))  # heads apart
+    assert not ta.use_tma(x[:, :, :, :32])  # heads 64 apart, 32 wide
+    assert not ta.use_tma(torch.zeros(2, 8, 3, 48, dtype=torch.float16))  # head dim not a power of two
+    assert not ta.use_tma(torch.zeros(x.numel() + 1, dtype=torch.float16)[1:].view(x.shape))  # 2 bytes off 16
+    monkeypatch.setattr(ta, "TMA_LOADS", False)
+    assert not ta.use_tma(x)
+    monkeypatch.setattr(ta, "TMA_LOADS", None)  # auto: CUDA devices of compute capability 9.0+ only
+    assert not ta.use_tma(x)
+
+
 @pytest.mark.parametrize("T", [17, 100])
 def test_no_gate_is_plain_causal_attention(T):
     q, k, v, _ = inputs(T, 64, torch.float32, "none")

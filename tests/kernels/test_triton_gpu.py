@@ -26,8 +26,14 @@ def rel(a, b):
     [(2, 4, 2048, 64), (2, 4, 2048, 128), (1, 4, 16384, 64), (1, 2, 16384, 128), (1, 2, 65536, 64)],
     ids=lambda x: str(x),
 )
-def test_bf16_long_sequences_within_5e3_of_fp64(B, H, T, D):
+@pytest.mark.parametrize("loads", ["auto", "pointers"])
+def test_bf16_long_sequences_within_5e3_of_fp64(B, H, T, D, loads, monkeypatch):
+    """loads: auto is TMA descriptors on sm_90+ (the H200's path), else pointers; pointers forces
+    the fallback for layouts no descriptor can read."""
+    if loads == "pointers":
+        monkeypatch.setattr(ta, "TMA_LOADS", False)
     q, k, v = (torch.randn(B, T, H, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    assert ta.use_tma(q, k, v) == (loads == "auto" and torch.cuda.get_device_capability()[0] >= 9)
     # Half the heads remember (log f ~ -0.05), half forget fast (log f ~ -0.8): at 64k tokens the
     # fast heads' cumsum reaches |c| ~ 5e4, where fp32 keeps about 3 decimals.
     shift = torch.tensor([3.0 if h % 2 == 0 else 0.0 for h in range(H)], device="cuda")
