@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kernels import triton_attention as ta  # noqa: E402
 from kernels.naive import forgetting_attention_naive  # noqa: E402
-from kernels.triton_common import LOG2E, decay_log2, finish_scores, load_c, store_rows  # noqa: E402
+from kernels.triton_common import LOG2E, decay_log2, finish_scores, store_rows  # noqa: E402
 from kernels.triton_fwd import _online_softmax  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
