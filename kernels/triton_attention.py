@@ -13,6 +13,7 @@ says so, through tiles of pointers. Each path has its own tile table.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 import math
@@ -134,6 +135,28 @@ def use_tma(*tensors: torch.Tensor) -> bool:
     return all(_tma_layout_ok(t) for t in tensors)
 
 
+@functools.lru_cache(maxsize=None)
+def _libcuda():
+    return ctypes.CDLL("libcuda.so.1")
+
+
+def _bind_context(device: torch.device) -> None:
+    """Make the device's primary CUDA context current on this thread. Triton builds host-side TMA
+    descriptors with the driver API, which fails ("invalid device context") on a thread where no
+    context is current yet: the autograd engine's worker thread, when our backward is the first
+    CUDA work it runs (pytorch/pytorch#124565; found on the H200 with an eager backward)."""
+    cuda = _libcuda()
+    ctx = ctypes.c_void_p()
+    if cuda.cuCtxGetCurrent(ctypes.byref(ctx)) == 0 and ctx.value:
+        return
+    dev = ctypes.c_int()
+    for call in (lambda: cuda.cuDeviceGet(ctypes.byref(dev), device.index),
+                 lambda: cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev),
+                 lambda: cuda.cuCtxSetCurrent(ctx)):
+        if call() != 0:
+            raise RuntimeError(f"could not make the CUDA context of {device} current for the TMA descriptors")
+
+
 def _tma(x: torch.Tensor, rows: int):
     """A descriptor of x's (B * T, H * D) view, read in tiles of (rows, D) (triton_common.load_tile)."""
     B, T, H, D = x.shape
@@ -178,6 +201,8 @@ def _forward(q, k, v, c, sm_scale, cfg: KernelConfig, starts: torch.Tensor | Non
     has_gate = c is not None
     grid = (triton.cdiv(T, cfg.fwd.block_m), B * H)
     tma = use_tma(q, k, v)
+    if tma and q.is_cuda:
+        _bind_context(q.device)
     m, n = cfg.fwd.block_m, cfg.fwd.block_n
     fwd_kernel[grid](
         *((_tma(q, m), _tma(k, n), _tma(v, n)) if tma else (q, k, v)),
@@ -248,6 +273,8 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.
     if prune is not None:
         starts, stops = _tile_bounds(c, prune, (cfg.dq.block_m, cfg.dq.block_n), (cfg.dkdv.block_m, cfg.dkdv.block_n))
     tma = use_tma(q, k, v, o, do)
+    if tma and q.is_cuda:
+        _bind_context(q.device)
     m, n = cfg.dq.block_m, cfg.dq.block_n
     dq_kernel[(triton.cdiv(T, m), B * H)](
         *((_tma(q, m), _tma(k, n), _tma(v, n)) if tma else (q, k, v)), c_arg,

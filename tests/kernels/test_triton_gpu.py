@@ -124,3 +124,20 @@ def test_plain_causal_attention_on_cuda_matches_the_reference():
     errors = {n: rel(g, r) for n, g, r in zip(("o", "dq", "dk", "dv"), (out, *grads), ref)}
     print("SDPA", errors)
     assert max(errors.values()) < 1e-2, errors
+
+
+def test_eager_backward_in_a_fresh_process_builds_its_tma_descriptors():
+    """The autograd engine runs the backward on its own thread; when our kernels are the first CUDA
+    work there, no context is current and building a TMA descriptor failed ("invalid device
+    context"). A fresh process, so that no earlier test has bound one."""
+    import subprocess
+    import sys
+
+    code = ("import torch, kernels.triton_attention as ta\n"
+            "q, k, v = (torch.randn(2, 256, 2, 64, device='cuda', dtype=torch.bfloat16, requires_grad=True) for _ in range(3))\n"
+            "log_f = torch.nn.functional.logsigmoid(torch.randn(2, 256, 2, device='cuda') + 3).requires_grad_()\n"
+            "assert ta.use_tma(q, k, v) == (torch.cuda.get_device_capability()[0] >= 9)\n"
+            "ta.forgetting_attention_triton(q, k, v, log_f).backward(torch.randn_like(q))\n"
+            "assert all(torch.isfinite(t.grad).all() for t in (q, k, v, log_f))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
