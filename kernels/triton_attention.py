@@ -310,13 +310,21 @@ def _config_from(ints: list[int]) -> KernelConfig:
     return KernelConfig(TileConfig(*ints[0:4]), TileConfig(*ints[4:8]), TileConfig(*ints[8:12]), bool(ints[12]))
 
 
+def _resolve_config(config: KernelConfig | list[int] | None, q, k, v) -> KernelConfig:
+    """The given config, or the table's for these inputs and the load path they get (the forward
+    and the backward of one call resolve the same: same q, k, v)."""
+    if isinstance(config, list):
+        config = _config_from(config) if config else None
+    return config or default_config(q.shape[-1], q.shape[1], use_tma(q, k, v), q.dtype)
+
+
 @torch.library.custom_op("fox_workbench::forgetting_attention_fwd", mutates_args=())
 def _fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_f: torch.Tensor | None, sm_scale: float,
             config: list[int], log_eps: float | None = None
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """-> o (B, T, H, D), lse (B * H, T) fp32, c = cumsum(log f) (B * H, T) fp32 (empty without a
     gate), the pruning threshold (B * H,) fp32 (empty without pruning)."""
-    o, lse, c, prune = _forward_gated(q, k, v, log_f, sm_scale, _config_from(config), log_eps)
+    o, lse, c, prune = _forward_gated(q, k, v, log_f, sm_scale, _resolve_config(config, q, k, v), log_eps)
     empty = q.new_empty(0, dtype=torch.float32)
     return o, lse, (empty if c is None else c), (empty.clone() if prune is None else prune)
 
@@ -336,7 +344,7 @@ def _bwd_op(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """-> dq, dk, dv (B, T, H, D), d log f (B, T, H) over (B, H, T) memory (empty without a gate)."""
     gated = c.numel() > 0
-    dq, dk, dv, dlog_f = _backward(do, q, k, v, c if gated else None, o, lse, sm_scale, _config_from(config),
+    dq, dk, dv, dlog_f = _backward(do, q, k, v, c if gated else None, o, lse, sm_scale, _resolve_config(config, q, k, v),
                                    prune if prune.numel() > 0 else None)
     return dq, dk, dv, (dlog_f if gated else q.new_empty(0, dtype=torch.float32))
 
@@ -379,10 +387,11 @@ def forgetting_attention_triton(q, k, v, log_f, *, scale: float | None = None, c
     if not q.is_cuda and not INTERPRET:
         raise RuntimeError("the Triton kernel needs CUDA tensors, or TRITON_INTERPRET=1 set before import for CPU")
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    cfg = config or default_config(q.shape[-1], q.shape[1], use_tma(q, k, v), q.dtype)
     if torch.compiler.is_compiling():
-        return _fwd_op(q, k, v, log_f, sm_scale, _config_ints(cfg), log_pruning_tolerance)[0]
-    return _EagerAttention.apply(q, k, v, log_f, sm_scale, cfg, log_pruning_tolerance)
+        # No config: the op picks its tiles when it runs (_resolve_config). Choosing the load path
+        # reads data pointers, which tracing cannot; a graph break here split each block's graph.
+        return _fwd_op(q, k, v, log_f, sm_scale, _config_ints(config) if config else [], log_pruning_tolerance)[0]
+    return _EagerAttention.apply(q, k, v, log_f, sm_scale, _resolve_config(config, q, k, v), log_pruning_tolerance)
 
 
 class _EagerAttention(torch.autograd.Function):
