@@ -85,7 +85,8 @@ def main(argv=None):
 
     def counted_use_tma(*tensors):
         used = use_tma(*tensors)
-        loads[f"{'forward' if len(tensors) == 3 else 'backward'} {'tma' if used else 'pointers'}"] += 1
+        # q, k, v: a forward launch or a config choice; q, k, v, O, dO: a backward launch
+        loads[f"{'q k v' if len(tensors) == 3 else 'q k v O dO'}: {'tma' if used else 'pointers'}"] += 1
         return used
 
     ta.use_tma = counted_use_tma
@@ -125,7 +126,7 @@ def main(argv=None):
         "step_ms": step_s * 1e3, "tokens_per_step": tokens, "tokens_per_s": tokens / step_s,
         "gpu_busy_ms": gpu_ms, "groups_ms": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
         "top_kernels_ms": dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:40]),
-        "attention_loads": dict(loads),  # launches (and config choices) by load path, whole run
+        "attention_loads": dict(loads),  # use_tma calls by tensors asked about and answer, whole run
     }
     Path(args.out).write_text(json.dumps(result, indent=1))
     if args.trace:
@@ -139,7 +140,7 @@ def main(argv=None):
             shutil.copyfileobj(src, dst)
         raw.unlink()
     print(f"{args.trial}: step {step_s * 1e3:.1f} ms ({tokens / step_s:,.0f} tokens/s), GPU busy {gpu_ms:.1f} ms/step")
-    print(f"  attention tile loads (calls by path): {dict(loads)}")
+    print(f"  attention tile loads (use_tma calls, whole run): {dict(loads)}")
     for g, ms in result["groups_ms"].items():
         print(f"  {g:<24} {ms:8.2f} ms")
     for name, ms in list(result["top_kernels_ms"].items())[:25]:
