@@ -157,6 +157,15 @@ def _bind_context(device: torch.device) -> None:
             raise RuntimeError(f"could not make the CUDA context of {device} current for the TMA descriptors")
 
 
+def _tma_launch(*tensors: torch.Tensor) -> bool:
+    """use_tma for a launch about to happen: on CUDA it also makes the context current, which
+    building the launch's descriptors needs."""
+    tma = use_tma(*tensors)
+    if tma and tensors[0].is_cuda:
+        _bind_context(tensors[0].device)
+    return tma
+
+
 def _tma(x: torch.Tensor, rows: int):
     """A descriptor of x's (B * T, H * D) view, read in tiles of (rows, D) (triton_common.load_tile)."""
     B, T, H, D = x.shape
@@ -199,16 +208,13 @@ def _forward(q, k, v, c, sm_scale, cfg: KernelConfig, starts: torch.Tensor | Non
     o = _new(q)
     lse = _new(q, (B * H, T), torch.float32)
     has_gate = c is not None
-    grid = (triton.cdiv(T, cfg.fwd.block_m), B * H)
-    tma = use_tma(q, k, v)
-    if tma and q.is_cuda:
-        _bind_context(q.device)
+    tma = _tma_launch(q, k, v)
     m, n = cfg.fwd.block_m, cfg.fwd.block_n
-    fwd_kernel[grid](
+    fwd_kernel[(triton.cdiv(T, m), B * H)](
         *((_tma(q, m), _tma(k, n), _tma(v, n)) if tma else (q, k, v)),
         c if has_gate else lse, o, lse, lse if starts is None else starts,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o),
-        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=cfg.fwd.block_m, BLOCK_N=cfg.fwd.block_n,
+        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=m, BLOCK_N=n,
         num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, AHEAD=cfg.fwd_ahead, PRUNE=starts is not None,
         TMA=tma, **_launch_params(q),
     )
@@ -272,9 +278,7 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.
     starts = stops = lse
     if prune is not None:
         starts, stops = _tile_bounds(c, prune, (cfg.dq.block_m, cfg.dq.block_n), (cfg.dkdv.block_m, cfg.dkdv.block_n))
-    tma = use_tma(q, k, v, o, do)
-    if tma and q.is_cuda:
-        _bind_context(q.device)
+    tma = _tma_launch(q, k, v, o, do)
     m, n = cfg.dq.block_m, cfg.dq.block_n
     dq_kernel[(triton.cdiv(T, m), B * H)](
         *((_tma(q, m), _tma(k, n), _tma(v, n)) if tma else (q, k, v)), c_arg,

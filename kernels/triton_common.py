@@ -42,7 +42,7 @@ def load_tile(X, row0, col, start, rows, stride_t, stride_d, T, D: tl.constexpr,
               UPCAST: tl.constexpr, CHECK_T: tl.constexpr, TMA: tl.constexpr):
     """The tile of rows ``rows = start + arange(n)`` of this program's (T, D) matrix. With ``TMA``, X
     is a tensor descriptor of the (B * T, H * D) view and (row0, col) = (b * T, h * D): one TMA copy
-    instead of a tile of pointers (kernels/triton_attention.py: tma_descriptor). Its rows past T
+    instead of a tile of pointers (kernels/triton_attention.py: _tma, use_tma). Its rows past T
     read the next sequence's rows (zeros after the last): every caller masks those rows' scores or
     weights, as it does the zeros of the pointer load. Else X points at the (b, h) matrix
     (load_rows)."""
