@@ -43,6 +43,18 @@ def close(got, ref, tol, floor):
 TOL = {torch.float32: (1e-5, 1e-6), torch.float16: (5e-3, 1e-4)}
 
 
+def assert_matches_reference(out, do, q, k, v, log_f):
+    """out and its gradients for the upstream gradient do (those of q, k, v and log f, when there
+    is a gate) against the chunked fp64 reference, within TOL of q's dtype."""
+    wrt = (q, k, v) if log_f is None else (q, k, v, log_f)
+    grads = torch.autograd.grad(out, wrt, do)
+    ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(),
+                                             None if log_f is None else log_f.detach(), do, chunk=64)
+    tol, floor = TOL[q.dtype]
+    for got, want in zip((out, *grads), ref):
+        close(got, want, tol, floor)
+
+
 @pytest.mark.parametrize("gate", ["weak", "strong"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("D", [16, 64, 128])
@@ -50,13 +62,7 @@ TOL = {torch.float32: (1e-5, 1e-6), torch.float16: (5e-3, 1e-4)}
 def test_forward_and_gradients_match_the_reference(T, D, dtype, gate):
     q, k, v, log_f = inputs(T, D, dtype, gate)
     out = kernels.forgetting_attention(q, k, v, log_f, backend="triton")
-    do = torch.randn_like(out)
-    grads = torch.autograd.grad(out, (q, k, v, log_f), do)
-    ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(), log_f.detach(), do, chunk=64)
-    tol, floor = TOL[dtype]
-    close(out, ref[0], tol, floor)
-    for name, got, want in zip(("dq", "dk", "dv", "dlog_f"), grads, ref[1:]):
-        close(got, want, tol, floor)
+    assert_matches_reference(out, torch.randn_like(out), q, k, v, log_f)
 
 
 @pytest.mark.parametrize("T,D,gate", [(17, 16, "weak"), (100, 64, "strong"), (257, 32, "weak"), (100, 48, "none")])
@@ -68,13 +74,7 @@ def test_forward_run_ahead_matches_the_reference(T, D, gate):
     assert ta._config_from(ta._config_ints(cfg)) == cfg  # as the custom op passes it
     out = ta.forgetting_attention_triton(q, k, v, log_f, config=cfg)
     do = torch.randn_like(out)
-    wrt = (q, k, v) if log_f is None else (q, k, v, log_f)
-    grads = torch.autograd.grad(out, wrt, do)
-    ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(),
-                                             None if log_f is None else log_f.detach(), do, chunk=64)
-    tol, floor = TOL[torch.float32]
-    for got, want in zip((out, *grads), ref):
-        close(got, want, tol, floor)
+    assert_matches_reference(out, do, q, k, v, log_f)
 
 
 @pytest.mark.parametrize("T,D,gate,layout,ahead,do_layout", [
@@ -94,13 +94,7 @@ def test_tma_loads_match_the_reference(monkeypatch, T, D, gate, layout, ahead, d
     if do_layout == "bthd":
         do = do.contiguous()
     assert ta.use_tma(do) == (do_layout == "bthd")
-    wrt = (q, k, v) if log_f is None else (q, k, v, log_f)
-    grads = torch.autograd.grad(out, wrt, do)
-    ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(),
-                                             None if log_f is None else log_f.detach(), do, chunk=64)
-    tol, floor = TOL[torch.float16]
-    for got, want in zip((out, *grads), ref):
-        close(got, want, tol, floor)
+    assert_matches_reference(out, do, q, k, v, log_f)
 
 
 def test_tma_loads_only_where_the_layout_allows(monkeypatch):
