@@ -31,10 +31,14 @@ from components.norm import rms_norm
 
 
 def _rest(H, D):
-    """The columns after the shift logits, as workbench.model hands them on: the output gate's
-    (H D) and the forget gate's (H) logits and the padding to a multiple of 64."""
-    cols = 3 * H * D + 2 * H + H * D + H
-    return H * D + H + (-cols % 64)
+    """The column groups after the shift logits, as workbench.model hands them on: the output
+    gate's (H D) and the forget gate's (H) logits."""
+    return [H * D, H]
+
+
+def _pad(H, D):
+    """The padding after them, to a multiple of 64 columns."""
+    return -(3 * H * D + 2 * H + sum(_rest(H, D))) % 64
 
 
 def _components(proj, qw, kw, H, D, eps):
@@ -42,13 +46,14 @@ def _components(proj, qw, kw, H, D, eps):
     q, k, v = (proj[..., i * H * D:(i + 1) * H * D].view(B, T, H, D) for i in range(3))
     k = token_shift(proj[..., 3 * H * D:3 * H * D + H], k)
     v = token_shift(proj[..., 3 * H * D + H:3 * H * D + 2 * H], v)
-    rest = proj[..., 3 * H * D + 2 * H:3 * H * D + 2 * H + _rest(H, D)]
-    return rms_norm(q, qw, eps), rms_norm(k, kw, eps), v, rest
+    rest = proj[..., 3 * H * D + 2 * H:3 * H * D + 2 * H + sum(_rest(H, D))].split(_rest(H, D), dim=-1)
+    return rms_norm(q, qw, eps), rms_norm(k, kw, eps), v, *rest
 
 
 def _ours(proj, qw, kw, H, D, eps):
-    return qp.prepare_qkv(proj, H, D, k_shift=True, v_shift=True, q_weight=qw, k_weight=kw, eps=eps,
-                          rest=_rest(H, D))
+    q, k, v, rest = qp.prepare_qkv(proj, H, D, k_shift=True, v_shift=True, q_weight=qw, k_weight=kw,
+                                   eps=eps, rest=_rest(H, D))
+    return q, k, v, *rest
 
 
 def main(argv=None) -> int:
@@ -64,10 +69,11 @@ def main(argv=None) -> int:
         return 2
     torch.manual_seed(0)
     B, T, H, D, eps = args.batch, args.context, args.heads, args.head_dim, 1e-5
-    proj = torch.randn(B, T, 3 * H * D + 2 * H + _rest(H, D), device="cuda").to(torch.bfloat16).requires_grad_()
+    proj = torch.randn(B, T, 3 * H * D + 2 * H + sum(_rest(H, D)) + _pad(H, D),
+                       device="cuda").to(torch.bfloat16).requires_grad_()
     qw, kw = (torch.rand(H, D, device="cuda").add_(0.5).requires_grad_() for _ in range(2))
     ups = [torch.randn(B, T, H, D, device="cuda").to(torch.bfloat16) for _ in range(3)]
-    ups.append(torch.randn(B, T, _rest(H, D), device="cuda").to(torch.bfloat16))
+    ups += [torch.randn(B, T, w, device="cuda").to(torch.bfloat16) for w in _rest(H, D)]
 
     def fwd_bwd(fn):
         def run():  # gradients returned, not accumulated into .grad (which CUDA graph capture refuses)
@@ -89,7 +95,7 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         first_s = time.perf_counter() - start
         accuracy[name] = {n: ((a.double() - b).norm() / b.norm()).item()
-                          for n, a, b in zip(("q", "k", "v", "rest", "d proj", "d q_weight", "d k_weight"),
+                          for n, a, b in zip(("q", "k", "v", "gate", "forget", "d proj", "d q_weight", "d k_weight"),
                                              (*out, *grads), (*ref, *ref_grads))}
         run = fwd_bwd(fn)
         with torch.no_grad():
@@ -99,7 +105,7 @@ def main(argv=None) -> int:
     # The kernels alone, forward and backward, per (BLOCK_T, TILES, warps); bytes: reading proj's
     # q, k, v, writing q, k, v (forward); reading them and the gradients of q, k, v and the rest,
     # writing d proj (backward).
-    tensor, rest = B * T * H * D * 2, B * T * _rest(H, D) * 2
+    tensor, rest = B * T * H * D * 2, B * T * (sum(_rest(H, D)) + _pad(H, D)) * 2
     moved = {"fwd": 6 * tensor, "bwd": 9 * tensor + 2 * rest}
     grads = [u.detach() for u in ups]
     sweep = []
@@ -110,7 +116,7 @@ def main(argv=None) -> int:
                 qp.BLOCK_T, qp.TILES, qp.NUM_WARPS = block_t, tiles, warps
                 with torch.no_grad():
                     f_ms = do_bench(lambda: qp._prep_op(proj, qw, kw, H, D, True, True, eps))
-                    b_ms = do_bench(lambda: qp._prep_bwd_op(proj, qw, kw, *grads, H, D, True, True, eps))
+                    b_ms = do_bench(lambda: qp._prep_bwd_op(proj, qw, kw, *grads[:3], grads[3:], H, D, True, True, eps))
                 sweep.append({"block_t": block_t, "tiles": tiles, "warps": warps, "fwd_ms": f_ms, "bwd_ms": b_ms,
                               "fwd_tb_per_s": moved["fwd"] / f_ms / 1e9,
                               "bwd_tb_per_s": moved["bwd"] / b_ms / 1e9})

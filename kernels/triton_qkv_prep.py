@@ -2,15 +2,16 @@
 (reference/fox.md 2.4) and QK-norm (2.3), forward and backward in one pass each.
 
 Both kernels read the block's fused projection output ``proj`` (B, T, P), whose columns are
-[q | k | v | KV-shift's k logits (H) | its v logits (H) | R other columns | padding]. A program
-sees BLOCK_T tokens of one of q, k or v of one head (or, in the backward, BLOCK_R of the other
-columns). The forward writes q, k, v as (B, T, H, D):
+[q | k | v | KV-shift's k logits (H) | its v logits (H) | other column groups | padding]. A
+program sees BLOCK_T tokens of one of q, k or v of one head. The forward writes q, k, v as
+(B, T, H, D):
 
     q = norm_q(q~),  k = norm_k(a_k k~_{t-1} + (1 - a_k) k~_t),  v = a_v v~_{t-1} + (1 - a_v) v~_t
 
 with norm(x) = x / sqrt(mean_D(x^2) + eps) * w (statistics in fp32) and a = sigmoid(logit). The
-backward writes d proj, every column: the other columns' gradients copied in, the padding as 0
-(the padded weight rows are 0, and 0 * NaN would not be); and the norms' weight gradients summed
+backward writes d proj's q, k, v and shift-logit columns (columns_kernel copies the other
+groups' gradients in, one launch per group, and writes the padding as 0: the padded weight rows
+are 0, and 0 * NaN would not be); and the norms' weight gradients summed
 over TILES tiles of tokens per program, partial sums that the caller adds up (torch.compile's
 code reduced them over tokens in kernels of their own that read q and k again). Taking the
 other columns' gradients in is what lets the projection stay one matmul: left to autograd, their
@@ -87,16 +88,14 @@ def qkv_prep_fwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, qw_ptr, kw_ptr, s_
 
 
 @triton.jit
-def qkv_prep_bwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, C, R, P, qw_ptr, kw_ptr, s_wh,
-                        dq_ptr, dk_ptr, dv_ptr, drest_ptr, dproj_ptr, s_db, s_dt, dqw_ptr, dkw_ptr, T, eps,
+def qkv_prep_bwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, qw_ptr, kw_ptr, s_wh,
+                        dq_ptr, dk_ptr, dv_ptr, dproj_ptr, s_db, s_dt, dqw_ptr, dkw_ptr, T, eps,
                         H: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr,
-                        TILES: tl.constexpr, BLOCK_R: tl.constexpr, Q_NORM: tl.constexpr,
+                        TILES: tl.constexpr, Q_NORM: tl.constexpr,
                         K_NORM: tl.constexpr, K_SHIFT: tl.constexpr, V_SHIFT: tl.constexpr):
-    """dq, dk, dv: gradients of the forward's q, k, v, (B, T, H, D) contiguous; drest: of the R
-    columns from C on (the gates' logits, which the caller returned as a view), (B, T, R)
-    contiguous. dqw, dkw: the weight gradients' partial sums,
-    (B * programs along T, H, D) fp32. Grid (token tiles / TILES, B, 3 H + column blocks of
-    [C, P))."""
+    """dq, dk, dv: gradients of the forward's q, k, v, (B, T, H, D) contiguous. dqw, dkw: the
+    weight gradients' partial sums, (B * programs along T, H, D) fp32. Grid (token tiles / TILES,
+    B, 3 H). The other columns of d proj: columns_kernel."""
     tp, b, z = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
     part, h = z // H, z % H
     d = tl.arange(0, BLOCK_D)
@@ -161,7 +160,7 @@ def qkv_prep_bwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, C, R, P, qw_ptr, k
             else:
                 g_in = e
             tl.store(drow + H * D + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
-        elif part == 2:
+        else:
             g = tl.load(dv_ptr + out, mask=m, other=0.0).to(tl.float32)
             if V_SHIFT:
                 v = tl.load(row + 2 * H * D + cols, mask=m, other=0.0).to(tl.float32)
@@ -177,11 +176,6 @@ def qkv_prep_bwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, C, R, P, qw_ptr, k
             else:
                 g_in = g
             tl.store(drow + 2 * H * D + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
-        else:  # columns [C, P): the copied ones' gradients, then the padding's 0
-            c = (z - 3 * H) * BLOCK_R + tl.arange(0, BLOCK_R)[None, :]
-            x = tl.load(drest_ptr + (b * T + t.to(tl.int64))[:, None] * R + c,
-                        mask=in_t[:, None] & (c < R), other=0.0)
-            tl.store(drow + C + c, x.to(dproj_ptr.dtype.element_ty), mask=in_t[:, None] & (c < P - C))
     partial = (b * tl.num_programs(0) + tp) * (H * D) + h * D + d
     if Q_NORM:
         if part == 0:
@@ -189,3 +183,21 @@ def qkv_prep_bwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, C, R, P, qw_ptr, k
     if K_NORM:
         if part == 1:
             tl.store(dkw_ptr + partial, dw, mask=in_d)
+
+
+@triton.jit
+def columns_kernel(src_ptr, W, dst_ptr, s_dst, Z, N,
+                   BLOCK_N: tl.constexpr, BLOCK_W: tl.constexpr, HAS_SRC: tl.constexpr):
+    """dst[n, c] = src[n, c] for c < W, then 0 up to Z columns (the padding): the gradient of one
+    of the projection's other column groups (a gate's logits) written into d proj; dst points at
+    the group's first column, its rows ``s_dst`` apart. src (N, W) contiguous. Grid (row blocks,
+    column blocks of Z)."""
+    n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)[:, None]
+    c = tl.program_id(1) * BLOCK_W + tl.arange(0, BLOCK_W)[None, :]
+    rows = n < N
+    n = n.to(tl.int64)
+    if HAS_SRC:
+        x = tl.load(src_ptr + n * W + c, mask=rows & (c < W), other=0.0)
+    else:
+        x = tl.zeros((BLOCK_N, BLOCK_W), dst_ptr.dtype.element_ty)
+    tl.store(dst_ptr + n * s_dst + c, x.to(dst_ptr.dtype.element_ty), mask=rows & (c < Z))

@@ -30,13 +30,14 @@ from workbench.model import build_model  # noqa: E402
 from workbench.specs import TrialSpec  # noqa: E402
 from workbench.train import BatchQueue, autocast_for, make_optimizer, step_callable, train_step  # noqa: E402
 
-# First match wins: inductor's kernels are named after the ops they fuse ("..._forgetting_attention_
-# bwd_..." is a fused elementwise kernel, not attention), so "triton_" is tested before "attention".
+# First match wins: inductor's kernels are named "triton_" and after the ops they fuse or feed
+# ("..._forgetting_attention_bwd_..._qkv_prep_bwd_..." is a fused elementwise kernel, neither the
+# attention nor ours), so "triton_" is tested first.
 GROUPS = (
-    ("KV-shift + QK-norm (ours)", ("qkv_prep_",)),  # before attention: its names end in fwd_kernel
+    ("torch.compile Triton", ("triton_",)),
+    ("KV-shift + QK-norm (ours)", ("qkv_prep_", "columns_kernel")),  # before attention: fwd_kernel
     ("attention (ours)", ("fwd_kernel", "dkdv_kernel", "dq_kernel", "scan_kernel")),
     ("loss (ours)", ("ce_fwd_grad_kernel",)),
-    ("torch.compile Triton", ("triton_",)),
     ("attention (SDPA)", ("flash", "cudnn", "fmha", "attention")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "matmul")),
     ("optimizer", ("multi_tensor", "adam", "foreach")),

@@ -100,18 +100,17 @@ class Attention(nn.Module):
         shift, norm = self.kv_shift, self.qk_norm
         projections = self._projections()
         n = 3 + len(shift.input_projections() if shift is not None else {})
-        sizes = [lin.weight.shape[0] for _, lin in projections[n:]]
         proj, _ = self._linear(x, projections)
-        # The gates' columns and the padding after them: rows of their gradient then start at
-        # multiples of 64 elements too, which the kernels writing it need to vectorise.
-        sizes.append(proj.shape[-1] - sum(lin.weight.shape[0] for _, lin in projections))
+        # One view per component's columns: each one's gradient comes back a tensor of its own,
+        # which the kernel copies into d proj (joined, they cost a concatenating kernel).
         q, k, v, rest = prepare_qkv(proj, self.n_heads, self.head_dim,
                                     k_shift=shift is not None and shift.k_alpha is not None,
                                     v_shift=shift is not None and shift.v_alpha is not None,
                                     q_weight=norm.q_weight if norm is not None else None,
                                     k_weight=norm.k_weight if norm is not None else None,
-                                    eps=norm.eps if norm is not None else 1e-5, rest=sum(sizes))
-        return q, k, v, self._named(projections[n:], rest.split(sizes, dim=-1)[:-1])
+                                    eps=norm.eps if norm is not None else 1e-5,
+                                    rest=[lin.weight.shape[0] for _, lin in projections[n:]])
+        return q, k, v, self._named(projections[n:], rest)
 
     def _component(self, slot: str, projected: dict, *args):
         """Call a slot's module; one that declares input_projections() gets its outputs."""
