@@ -34,9 +34,6 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Tokens per tile, tiles per backward program, warps. H200, 125M step (B 8, T 4096, H 12, D 64):
 # kernels/BENCHMARKS.md.
 BLOCK_T, TILES, NUM_WARPS = 16, 1, 2
-# Launch order: the programs of one token tile (all heads, q, k and v) side by side, or those of
-# one head's tiles (kernels/triton_qkv_prep.py: _program).
-HEADS_FIRST = False
 BLOCK_N, BLOCK_W, COLUMNS_WARPS = 16, 256, 4  # columns_kernel: rows, columns, warps (scripts/gpu/round42_columns.py)
 # Tests set this: outputs start as NaN, so an element the kernels do not write fails.
 POISON_OUTPUTS = False
@@ -65,11 +62,7 @@ def _empty(like: torch.Tensor, *shape, dtype=None) -> torch.Tensor:
 
 def _meta(T: int, n_heads: int, head_dim: int) -> dict:
     return dict(H=n_heads, D=head_dim, BLOCK_D=triton.next_power_of_2(head_dim),
-                BLOCK_T=min(BLOCK_T, triton.next_power_of_2(T)), num_warps=NUM_WARPS, HEADS_FIRST=HEADS_FIRST)
-
-
-def _grid(tiles: int, batch: int, parts: int) -> tuple[int, int, int]:
-    return (parts, tiles, batch) if HEADS_FIRST else (tiles, batch, parts)
+                BLOCK_T=min(BLOCK_T, triton.next_power_of_2(T)), num_warps=NUM_WARPS)
 
 
 @torch.library.custom_op("fox_workbench::qkv_prep", mutates_args=())
@@ -82,7 +75,7 @@ def _prep_op(proj: torch.Tensor, q_weight: Optional[torch.Tensor], k_weight: Opt
     meta = _meta(T, n_heads, head_dim)
     norm_args, norm_flags = _norm_args(proj, q_weight, k_weight)
     if B * T:
-        qkv_prep_fwd_kernel[_grid(triton.cdiv(T, meta["BLOCK_T"]), B, 3 * n_heads)](
+        qkv_prep_fwd_kernel[(triton.cdiv(T, meta["BLOCK_T"]), B, 3 * n_heads)](
             proj, proj.stride(0), proj.stride(1), col_ak, col_av, *norm_args, q, k, v, T, eps,
             K_SHIFT=k_shift, V_SHIFT=v_shift, **norm_flags, **meta)
     return q, k, v
@@ -132,7 +125,7 @@ def _prep_bwd_op(proj: torch.Tensor, q_weight: Optional[torch.Tensor], k_weight:
                 for w in (q_weight, k_weight)]
     norm_args, norm_flags = _norm_args(proj, q_weight, k_weight)
     if B * T:
-        qkv_prep_bwd_kernel[_grid(programs_t, B, 3 * n_heads)](
+        qkv_prep_bwd_kernel[(programs_t, B, 3 * n_heads)](
             proj, proj.stride(0), proj.stride(1), col_ak, col_av, *norm_args,
             dq, dk, dv, dproj, dproj.stride(0), dproj.stride(1),
             *(p if p is not None else dproj for p in partials), T, eps, TILES=TILES,

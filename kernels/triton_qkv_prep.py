@@ -28,15 +28,6 @@ import triton.language as tl
 
 
 @triton.jit
-def _program(HEADS_FIRST: tl.constexpr):
-    """(token tile, batch row, part * H + head) of this program. HEADS_FIRST launches the programs
-    of one token tile, every head and part, side by side: they read whole rows of proj together."""
-    if HEADS_FIRST:
-        return tl.program_id(1), tl.program_id(2).to(tl.int64), tl.program_id(0)
-    return tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
-
-
-@triton.jit
 def _norm(x, w, eps, D: tl.constexpr):
     """x (BLOCK_T, BLOCK_D) fp32 -> x / rms(x) * w; columns past D are 0 in x."""
     r = tl.rsqrt(tl.sum(x * x, 1) / D + eps)
@@ -58,10 +49,10 @@ def qkv_prep_fwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, qw_ptr, kw_ptr, s_
                         q_ptr, k_ptr, v_ptr, T, eps,
                         H: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr,
                         Q_NORM: tl.constexpr, K_NORM: tl.constexpr, K_SHIFT: tl.constexpr,
-                        V_SHIFT: tl.constexpr, HEADS_FIRST: tl.constexpr):
-    """Grid (token tiles, B, 3 H), or with HEADS_FIRST (3 H, token tiles, B): q, k and v of each
-    head in programs of their own, short and independent."""
-    tb, b, z = _program(HEADS_FIRST)
+                        V_SHIFT: tl.constexpr):
+    """Grid (token tiles, B, 3 H): q, k and v of each head in programs of their own, short and
+    independent."""
+    tb, b, z = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
     part, h = z // H, z % H
     t = tb * BLOCK_T + tl.arange(0, BLOCK_T)
     d = tl.arange(0, BLOCK_D)
@@ -101,13 +92,11 @@ def qkv_prep_bwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, qw_ptr, kw_ptr, s_
                         dq_ptr, dk_ptr, dv_ptr, dproj_ptr, s_db, s_dt, dqw_ptr, dkw_ptr, T, eps,
                         H: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr,
                         TILES: tl.constexpr, Q_NORM: tl.constexpr,
-                        K_NORM: tl.constexpr, K_SHIFT: tl.constexpr, V_SHIFT: tl.constexpr,
-                        HEADS_FIRST: tl.constexpr):
+                        K_NORM: tl.constexpr, K_SHIFT: tl.constexpr, V_SHIFT: tl.constexpr):
     """dq, dk, dv: gradients of the forward's q, k, v, (B, T, H, D) contiguous. dqw, dkw: the
     weight gradients' partial sums, (B * programs along T, H, D) fp32. Grid (token tiles / TILES,
-    B, 3 H), or with HEADS_FIRST (3 H, token tiles / TILES, B). The other columns of d proj:
-    columns_kernel."""
-    tp, b, z = _program(HEADS_FIRST)
+    B, 3 H). The other columns of d proj: columns_kernel."""
+    tp, b, z = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
     part, h = z // H, z % H
     d = tl.arange(0, BLOCK_D)
     in_d = d < D
@@ -187,7 +176,7 @@ def qkv_prep_bwd_kernel(proj_ptr, s_pb, s_pt, col_ak, col_av, qw_ptr, kw_ptr, s_
             else:
                 g_in = g
             tl.store(drow + 2 * H * D + cols, g_in.to(dproj_ptr.dtype.element_ty), mask=m)
-    partial = (b * tl.num_programs(1 if HEADS_FIRST else 0) + tp) * (H * D) + h * D + d
+    partial = (b * tl.num_programs(0) + tp) * (H * D) + h * D + d
     if Q_NORM:
         if part == 0:
             tl.store(dqw_ptr + partial, dw, mask=in_d)

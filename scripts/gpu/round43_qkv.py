@@ -1,7 +1,11 @@
 """Session 2026-11-30 (ninth): the QKV kernels alone (kernels.qkv_prep's two ops) at one layer of
 the 125M step, per launch order (HEADS_FIRST: one token tile's programs of every head side by
 side) and tile shape; TB/s counts the bytes each must move (as kernels.bench_qkv). The backward op
-includes the gates' copy (columns_kernel), whose tile shapes come second."""
+includes the gates' copy (columns_kernel).
+
+Ran at commit fc7f9d0, which had the HEADS_FIRST switch; inconclusive (the installed 16 x 2 took 152 us
+forward here against 86 us per layer in the step's profile: these eager op timings carry host
+costs), so the switch was taken out after; results in kernels/results/qkv-order-h200-2026-11-30.json."""
 import json
 import sys
 

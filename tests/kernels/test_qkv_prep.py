@@ -58,7 +58,6 @@ def test_forward_and_gradients_match_the_reference(case, B, T, H, D, rest, pad, 
     block of columns at 130); ``pad``: past them, whose gradient must be 0 (more than one block at
     66, none at 0)."""
     monkeypatch.setattr(qp, "TILES", 2)  # a backward program over two tiles of tokens
-    monkeypatch.setattr(qp, "HEADS_FIRST", T in (17, 100))  # both launch orders, at B 1 and 2
     k_shift, v_shift, norm = CASES[case]
     g = torch.Generator().manual_seed(T * D + len(case))
     cols = 3 * H * D + H * (k_shift + v_shift)
