@@ -8,11 +8,7 @@ timeout 120 python3 scripts/profile_step.py studies/throughput/fox_pro_125m.yaml
   > $OUT/profile-fox_pro.log 2>&1
 grep -v Warn $OUT/profile-fox_pro.log | head -12
 grep "columns\|qkv_prep" $OUT/profile-fox_pro.log
-train() {  # model
-  timeout 170 python3 -m workbench.cli train studies/throughput/$1_125m.yaml --out /tmp/tp_$1 > /tmp/tp_$1.log 2>&1
-  cp /tmp/tp_$1/result.json $OUT/$1_result.json || tail -5 /tmp/tp_$1.log
-  cp /tmp/tp_$1/metrics.jsonl $OUT/$1_metrics.jsonl 2>/dev/null
-}
+source "$(dirname "$0")/lib.sh"  # train MODEL
 train fox_pro
 train transformer_llama
 grep -H -o '"tokens_per_s": [0-9.]*\|"mfu": [0-9.]*\|"val_loss": [0-9.]*' $OUT/*_result.json
