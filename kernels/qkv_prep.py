@@ -93,10 +93,10 @@ def _write_columns(dproj: torch.Tensor, start: int, groups: list[torch.Tensor]) 
     alone when there are no groups."""
     B, T, P = dproj.shape
     rows = dproj.view(B * T, P)
+    spans = [(g, g.shape[-1]) for g in groups] or [(None, 0)]  # (source, width)
     col = start
-    for i, g in enumerate(groups or [None]):
-        width = g.shape[-1] if g is not None else 0
-        zone = P - col if i == max(len(groups) - 1, 0) else width  # the last also writes the padding
+    for i, (g, width) in enumerate(spans):
+        zone = P - col if i == len(spans) - 1 else width  # the last also writes the padding
         if zone > 0:
             src = g.contiguous() if g is not None else dproj
             # The destination as a view starting at its first column, not a column index: Triton
