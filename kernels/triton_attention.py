@@ -172,6 +172,12 @@ def _tma(x: torch.Tensor, rows: int):
     return TensorDescriptor(x, [B * T, H * D], [_row_stride(x), 1], [rows, D])
 
 
+def _operands(tma: bool, *tiled: tuple[torch.Tensor, int]) -> tuple:
+    """Each (tensor, tile rows) as a kernel reads it: a descriptor (_tma) on the TMA path, else the
+    tensor itself."""
+    return tuple(_tma(x, rows) if tma else x for x, rows in tiled)
+
+
 def _scan(x: torch.Tensor, out: torch.Tensor, reverse: bool) -> torch.Tensor:
     """out (B * H, T) fp32 = (reverse) cumsum over T of x, a (B, T, H) tensor of any strides
     (kernels/triton_scan.py); out may be x's own memory."""
@@ -211,8 +217,7 @@ def _forward(q, k, v, c, sm_scale, cfg: KernelConfig, starts: torch.Tensor | Non
     tma = _tma_launch(q, k, v)
     m, n = cfg.fwd.block_m, cfg.fwd.block_n
     fwd_kernel[(triton.cdiv(T, m), B * H)](
-        *((_tma(q, m), _tma(k, n), _tma(v, n)) if tma else (q, k, v)),
-        c if has_gate else lse, o, lse, lse if starts is None else starts,
+        *_operands(tma, (q, m), (k, n), (v, n)), c if has_gate else lse, o, lse, lse if starts is None else starts,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=m, BLOCK_N=n,
         num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, AHEAD=cfg.fwd_ahead, PRUNE=starts is not None,
@@ -281,16 +286,14 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.
     tma = _tma_launch(q, k, v, o, do)
     m, n = cfg.dq.block_m, cfg.dq.block_n
     dq_kernel[(triton.cdiv(T, m), B * H)](
-        *((_tma(q, m), _tma(k, n), _tma(v, n)) if tma else (q, k, v)), c_arg,
-        *((_tma(o, m), _tma(do, m)) if tma else (o, do)), lse, delta, dq, dc, starts,
+        *_operands(tma, (q, m), (k, n), (v, n)), c_arg, *_operands(tma, (o, m), (do, m)), lse, delta, dq, dc, starts,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o), *_strides4(do), *_strides4(dq),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=m, BLOCK_N=n,
         num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, PRUNE=prune is not None, TMA=tma, **params,
     )
     m, n = cfg.dkdv.block_m, cfg.dkdv.block_n
     dkdv_kernel[(triton.cdiv(T, n), B * H)](
-        *((_tma(q, m), _tma(k, n), _tma(v, n)) if tma else (q, k, v)), c_arg,
-        _tma(do, m) if tma else do, lse, delta, dk, dv, dc, stops,
+        *_operands(tma, (q, m), (k, n), (v, n)), c_arg, *_operands(tma, (do, m)), lse, delta, dk, dv, dc, stops,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv),
         T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=m, BLOCK_N=n,
         num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, PRUNE=prune is not None, TMA=tma, **params,
