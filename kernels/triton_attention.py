@@ -269,35 +269,50 @@ def _forward_gated(q, k, v, log_f, sm_scale, cfg: KernelConfig, log_eps: float |
     return (*_forward(q, k, v, c, sm_scale, cfg, starts), c, delta)
 
 
+def _launch_dq(q, k, v, c, o, do, lse, delta, dq, dc, starts, sm_scale, cfg: KernelConfig, tma: bool,
+               prune: bool) -> None:
+    """dq_kernel: dQ into dq, delta = rowsum(O dO) into delta, and with a gate (c not None) rowsum(dS)
+    into dc. starts: the pruning bounds where ``prune``, else any fp32 tensor (never read)."""
+    B, T, H, D = q.shape
+    m, n = cfg.dq.block_m, cfg.dq.block_n
+    dq_kernel[(triton.cdiv(T, m), B * H)](
+        *_operands(tma, (q, m), (k, n), (v, n)), lse if c is None else c, *_operands(tma, (o, m), (do, m)), lse,
+        delta, dq, lse if c is None else dc, starts,
+        *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o), *_strides4(do), *_strides4(dq),
+        T, H, sm_scale, HAS_GATE=c is not None, BLOCK_M=m, BLOCK_N=n,
+        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, PRUNE=prune, TMA=tma, **_launch_params(q),
+    )
+
+
+def _launch_dkdv(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, cfg: KernelConfig, tma: bool,
+                 prune: bool) -> None:
+    """dkdv_kernel: dK, dV into dk, dv, and with a gate (c not None) colsum(dS) subtracted from dc."""
+    B, T, H, D = q.shape
+    m, n = cfg.dkdv.block_m, cfg.dkdv.block_n
+    dkdv_kernel[(triton.cdiv(T, n), B * H)](
+        *_operands(tma, (q, m), (k, n), (v, n)), lse if c is None else c, *_operands(tma, (do, m)), lse, delta,
+        dk, dv, lse if c is None else dc, stops,
+        *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv),
+        T, H, sm_scale, HAS_GATE=c is not None, BLOCK_M=m, BLOCK_N=n,
+        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, PRUNE=prune, TMA=tma, **_launch_params(q),
+    )
+
+
 def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.Tensor | None = None):
     """-> dq, dk, dv, and d log f (B, T, H) over (B, H, T) memory (None without a gate). prune: the
     forward's pruning threshold, or None."""
     B, T, H, D = q.shape
-    params = _launch_params(q)
     has_gate = c is not None
     prune = prune if has_gate else None
     delta = _new(lse)
-    dc = _new(lse) if has_gate else lse  # lse: never written without a gate
-    c_arg = c if has_gate else lse
+    dc = _new(lse) if has_gate else None
     dq, dk, dv = _new(q), _new(k), _new(v)
     starts = stops = lse
     if prune is not None:
         starts, stops = _tile_bounds(c, prune, (cfg.dq.block_m, cfg.dq.block_n), (cfg.dkdv.block_m, cfg.dkdv.block_n))
     tma = _tma_launch(q, k, v, o, do)
-    m, n = cfg.dq.block_m, cfg.dq.block_n
-    dq_kernel[(triton.cdiv(T, m), B * H)](
-        *_operands(tma, (q, m), (k, n), (v, n)), c_arg, *_operands(tma, (o, m), (do, m)), lse, delta, dq, dc, starts,
-        *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o), *_strides4(do), *_strides4(dq),
-        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=m, BLOCK_N=n,
-        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, PRUNE=prune is not None, TMA=tma, **params,
-    )
-    m, n = cfg.dkdv.block_m, cfg.dkdv.block_n
-    dkdv_kernel[(triton.cdiv(T, n), B * H)](
-        *_operands(tma, (q, m), (k, n), (v, n)), c_arg, *_operands(tma, (do, m)), lse, delta, dk, dv, dc, stops,
-        *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv),
-        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=m, BLOCK_N=n,
-        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, PRUNE=prune is not None, TMA=tma, **params,
-    )
+    _launch_dq(q, k, v, c, o, do, lse, delta, dq, dc, starts, sm_scale, cfg, tma, prune is not None)
+    _launch_dkdv(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, cfg, tma, prune is not None)
     if not has_gate:
         return dq, dk, dv, None
     # dC now holds rowsum(dS) - colsum(dS) = dL/dc; dL/d log f_t = sum over u >= t of dL/dc_u.
