@@ -76,6 +76,30 @@ def main():
     print(f"_backward on a fresh Python thread {on_thread():8.1f} us; switch interval {sys.getswitchinterval()} s;"
           f" threads alive {threading.active_count()}")
 
+    # A worker that sleeps between calls and is woken for each, as autograd's device thread is:
+    # slow too? Then it is the wake-up (a cold core), not autograd.
+    go, done, stop = threading.Event(), threading.Event(), [False]
+
+    def worker():
+        while True:
+            go.wait()
+            go.clear()
+            if stop[0]:
+                return
+            WORK["_backward"]()
+            done.set()
+    t = threading.Thread(target=worker)
+    t.start()
+
+    def handoff():
+        go.set()
+        done.wait()
+        done.clear()
+    print(f"_backward on a woken worker thread (handoff each call) {host_us(handoff):8.1f} us")
+    stop[0] = True
+    go.set()
+    t.join()
+
 
 if __name__ == "__main__":
     main()
