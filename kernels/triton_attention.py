@@ -65,9 +65,6 @@ class KernelConfig:
     # The forward's unmasked key loop software-pipelined by hand (kernels/triton_fwd.py): faster
     # with small tiles at short sequences, slower elsewhere (kernels/BENCHMARKS.md).
     fwd_ahead: bool = False
-    # dK/dV's tiles in (queries, keys) orientation, S = Q K^T, instead of S^T = K Q^T
-    # (kernels/triton_bwd.py: ROWS): other operands in shared memory, other register needs.
-    dkdv_rows: bool = False
 
 
 # Chosen by measurement on the H200 (kernels/tune.py; kernels/BENCHMARKS.md): per head-dim bucket,
@@ -297,8 +294,7 @@ def _launch_dkdv(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, cfg: K
         dk, dv, lse if c is None else dc, stops,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv),
         T, H, sm_scale, HAS_GATE=c is not None, BLOCK_M=m, BLOCK_N=n,
-        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, PRUNE=prune, TMA=tma, ROWS=cfg.dkdv_rows,
-        **_launch_params(q),
+        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, PRUNE=prune, TMA=tma, **_launch_params(q),
     )
 
 
@@ -329,12 +325,11 @@ def _backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.
 # with torch.compiler.disable): what surrounds the attention (norms, gates, shifts) fuses across.
 def _config_ints(cfg: KernelConfig) -> list[int]:
     return [*dataclasses.astuple(cfg.fwd), *dataclasses.astuple(cfg.dkdv), *dataclasses.astuple(cfg.dq),
-            int(cfg.fwd_ahead), int(cfg.dkdv_rows)]
+            int(cfg.fwd_ahead)]
 
 
 def _config_from(ints: list[int]) -> KernelConfig:
-    return KernelConfig(TileConfig(*ints[0:4]), TileConfig(*ints[4:8]), TileConfig(*ints[8:12]), bool(ints[12]),
-                        bool(ints[13]))
+    return KernelConfig(TileConfig(*ints[0:4]), TileConfig(*ints[4:8]), TileConfig(*ints[8:12]), bool(ints[12]))
 
 
 def _resolve_config(config: KernelConfig | list[int] | None, q, k, v) -> KernelConfig:

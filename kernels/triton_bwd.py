@@ -37,7 +37,7 @@ def _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
                 stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, lo, hi,
                 MASKED: tl.constexpr, CHECK_T: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr,
                 D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr, ROWS: tl.constexpr):
+                UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(lo, hi, BLOCK_M):
         start_m = tl.multiple_of(start_m, BLOCK_M)
@@ -48,47 +48,22 @@ def _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
         # Rows past T get lse = +inf, so their P (and with it their dS) is exactly 0.
         lse = tl.load(LSE + rows, mask=row_ok, other=float("inf"))
         delta = tl.load(DELTA + rows, mask=row_ok, other=0.0)
-        c_rows = tl.zeros([BLOCK_M], dtype=tl.float32)
+        s_t = tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale  # (BN, BM)
         if HAS_GATE:
-            if EXACT:  # ck holds c_j itself; the bias is (c_i - c_j) log2(e), the difference first
-                c_rows = load_c(C, rows, T)
-            else:  # ck holds the key side relative to c_ref in log2 units
+            if EXACT:  # ck holds c_j itself
+                s_t += (load_c(C, rows, T)[None, :] - ck[:, None]) * LOG2E
+            else:
                 lse -= decay_log2(C, rows, c_ref, T)
-        if ROWS:
-            # (BM, BN) orientation, S = Q K^T: k and v are the matmuls' B operands (shared memory),
-            # P and dS reach dV and dK transposed through shared memory; the transposed one below
-            # keeps k and v as A operands. Which is faster depends on the tile (BENCHMARKS.md).
-            s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (BM, BN)
-            if HAS_GATE:
-                if EXACT:
-                    s += (c_rows[:, None] - ck[None, :]) * LOG2E
-                else:
-                    s -= ck[None, :]
-            if MASKED:
-                s = tl.where(rows[:, None] >= offs_n[None, :], s, float("-inf"))
-            p = tl.math.exp2(s - lse[:, None])
-            dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PRECISION)
-            dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
-            ds = p * (dp - delta[:, None])
-            dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PRECISION)
-            if HAS_GATE:
-                dcol += tl.sum(ds, 0)
-        else:
-            s_t = tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale  # (BN, BM)
-            if HAS_GATE:
-                if EXACT:
-                    s_t += (c_rows[None, :] - ck[:, None]) * LOG2E
-                else:
-                    s_t -= ck[:, None]
-            if MASKED:
-                s_t = tl.where(rows[None, :] >= offs_n[:, None], s_t, float("-inf"))
-            p_t = tl.math.exp2(s_t - lse[None, :])
-            dv += tl.dot(p_t.to(do.dtype), do, input_precision=PRECISION)
-            dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
-            ds_t = p_t * (dp_t - delta[None, :])
-            dk += tl.dot(ds_t.to(q.dtype), q, input_precision=PRECISION)
-            if HAS_GATE:
-                dcol += tl.sum(ds_t, 1)
+                s_t -= ck[:, None]
+        if MASKED:
+            s_t = tl.where(rows[None, :] >= offs_n[:, None], s_t, float("-inf"))
+        p_t = tl.math.exp2(s_t - lse[None, :])
+        dv += tl.dot(p_t.to(do.dtype), do, input_precision=PRECISION)
+        dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
+        ds_t = p_t * (dp_t - delta[None, :])
+        dk += tl.dot(ds_t.to(q.dtype), q, input_precision=PRECISION)
+        if HAS_GATE:
+            dcol += tl.sum(ds_t, 1)
     return dk, dv, dcol
 
 
@@ -103,8 +78,7 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC, STOPS,
                 T, H, sm_scale,
                 HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                UPCAST: tl.constexpr, PRECISION: tl.constexpr, PRUNE: tl.constexpr, TMA: tl.constexpr,
-                ROWS: tl.constexpr):
+                UPCAST: tl.constexpr, PRECISION: tl.constexpr, PRUNE: tl.constexpr, TMA: tl.constexpr):
     start_n = tl.program_id(0)  # the first key tiles see the most queries: they launch first
     bh = tl.program_id(1)
     b = bh // H
@@ -149,13 +123,13 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC, STOPS,
     full = mid + (hi - mid) // BLOCK_M * BLOCK_M
     dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
                                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, lo, mid,
-                               True, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA, ROWS)
+                               True, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA)
     dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
                                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, mid, full,
-                               False, False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA, ROWS)
+                               False, False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA)
     dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
                                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, full, hi,
-                               False, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA, ROWS)
+                               False, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA)
     store_rows(DK + b * stride_dkb + h * stride_dkh, offs_n, stride_dkt, stride_dkd, dk * sm_scale, T, D, BLOCK_D)
     store_rows(DV + b * stride_dvb + h * stride_dvh, offs_n, stride_dvt, stride_dvd, dv, T, D, BLOCK_D)
     if HAS_GATE:

@@ -9,6 +9,9 @@ does. Each dK/dV tile of a small grid, both orientations, launched alone (do_ben
 outputs checked against the installed config's.
 
     python scripts/gpu/round53_rows.py out.json
+
+Ran at commit e60108a; the rows orientation lost on every shape and tile (kernels/BENCHMARKS.md)
+and was removed, so this script needs that commit's kernels.
 """
 import dataclasses
 import json

@@ -77,21 +77,6 @@ def test_forward_run_ahead_matches_the_reference(T, D, gate):
     assert_matches_reference(out, do, q, k, v, log_f)
 
 
-@pytest.mark.parametrize("T,D,gate,dtype,tma", [
-    (1, 16, "weak", torch.float32, False), (100, 64, "strong", torch.float32, False),
-    (257, 32, "weak", torch.float16, True), (100, 16, "strong", torch.float16, True),
-    (40, 16, "none", torch.float32, False)])
-def test_dkdv_rows_orientation_matches_the_reference(monkeypatch, T, D, gate, dtype, tma):
-    """KernelConfig.dkdv_rows: dK/dV's tiles as S = Q K^T (queries by keys) instead of S^T, forward
-    and all gradients, fp32 (the exact decay path) and fp16 through TMA descriptors."""
-    monkeypatch.setattr(ta, "TMA_LOADS", tma)
-    q, k, v, log_f = inputs(T, D, dtype, gate)
-    cfg = dataclasses.replace(ta.default_config(D, T), dkdv_rows=True)
-    assert ta._config_from(ta._config_ints(cfg)) == cfg  # as the custom op passes it
-    out = ta.forgetting_attention_triton(q, k, v, log_f, config=cfg)
-    assert_matches_reference(out, torch.randn_like(out), q, k, v, log_f)
-
-
 @pytest.mark.parametrize("T,D,gate,layout,ahead,do_layout", [
     (1, 16, "weak", "bthd", False, "bthd"), (17, 64, "strong", "packed", False, "bthd"),
     (100, 32, "weak", "bthd", True, "bhtd"), (100, 16, "strong", "packed", True, "bthd"),
