@@ -1,4 +1,4 @@
-"""Forget gate (slot ``forget_gate``): the per-head, per-token log f of reference/fox.md 2.2.
+"""Forget gate (slot ``forget_gate``): the per-head, per-token log f of docs/fox-notes.md, "Forget gate".
 
 Every kind returns log f as fp32 ``[B, T, H]``; ``none`` leaves the attention ungated.
 """

@@ -1,4 +1,4 @@
-"""KV-shift (slot ``kv_shift``): the data-dependent token shift of fox.md 2.4.
+"""KV-shift (slot ``kv_shift``): the data-dependent token shift of docs/fox-notes.md, "KV-shift".
 
 k_t = a_t * k~_{t-1} + (1 - a_t) * k~_t per head, a_t = sigmoid(w_a . x_t) (no bias), k~_0 = 0;
 the same for v with its own a. Kinds ``k``, ``v`` and ``kv`` say which of the two are shifted.
@@ -65,6 +65,11 @@ class KVShift(nn.Module):
 
     def input_projections(self) -> dict[str, nn.Linear]:
         return {name: proj for name, proj in (("k", self.k_alpha), ("v", self.v_alpha)) if proj is not None}
+
+    def qkv_prep_shift(self) -> tuple[bool, bool]:
+        """Declares that this module computes kernels.prepare_qkv's shift (its logits the k, then v,
+        input projections): (k shifted, v shifted). The block then takes the fused path on CUDA."""
+        return self.k_alpha is not None, self.v_alpha is not None
 
     def forward(self, x, k, v, projected: dict | None = None):
         logits = projected if projected is not None else {n: p(x) for n, p in self.input_projections().items()}

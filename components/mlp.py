@@ -1,4 +1,4 @@
-"""Feed-forward network (slot ``mlp``): SwiGLU as in reference/fox.md 2.8, or a GELU MLP."""
+"""Feed-forward network (slot ``mlp``): SwiGLU as in docs/fox-notes.md, "MLP", or a GELU MLP."""
 from __future__ import annotations
 
 from typing import Literal

@@ -1,4 +1,4 @@
-"""Output gate (slot ``output_gate``): o <- act(W_g x) * o before W_o (fox.md 2.5).
+"""Output gate (slot ``output_gate``): o <- act(W_g x) * o before W_o (docs/fox-notes.md, "Output gate").
 
 ``silu`` is only allowed without the output norm; ModelSpec enforces that.
 """

@@ -1,4 +1,4 @@
-"""Output norm (slot ``output_norm``): per-head RMSNorm of the attention output (fox.md 2.6).
+"""Output norm (slot ``output_norm``): per-head RMSNorm of the attention output (docs/fox-notes.md, "Output norm").
 
 With the sigmoid output gate this is the fused y = (o / rms_head(o)) * w * sigmoid(g): the norm
 acts here and the gate multiplies next, which is the same arithmetic.

@@ -1,4 +1,4 @@
-"""QK-norm (slot ``qk_norm``): per-head RMSNorm of queries and keys, before RoPE (fox.md 2.3)."""
+"""QK-norm (slot ``qk_norm``): per-head RMSNorm of queries and keys, before RoPE (docs/fox-notes.md, "QK-norm")."""
 from __future__ import annotations
 
 from typing import Literal
@@ -21,6 +21,11 @@ class QKNorm(nn.Module):
         self.q_weight = nn.Parameter(torch.ones(shape))
         self.k_weight = nn.Parameter(torch.ones(shape))
         self.eps = eps
+
+    def qkv_prep_norm(self) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """Declares that this module computes kernels.prepare_qkv's per-head RMSNorm: its (q scale,
+        k scale, eps). The block then takes the fused path on CUDA."""
+        return self.q_weight, self.k_weight, self.eps
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # q, k: (B, T, H, D); the statistic is over D, the scale broadcasts over (H, D).

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 ENTRY_POINT_GROUP = "workbench.components"
 
-# Attention slots in the order they act (reference/fox.md 2.10), then the block-level slots.
+# Attention slots in the order they act (docs/fox-notes.md, "One attention layer"), then the block-level slots.
 ATTENTION_SLOTS = ("kv_shift", "qk_norm", "rope", "forget_gate", "output_norm", "output_gate")
 BLOCK_SLOTS = ("norm", "mlp")
 SLOTS = ATTENTION_SLOTS + BLOCK_SLOTS

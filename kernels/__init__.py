@@ -1,60 +1,30 @@
-"""Forgetting attention: one entry point over the naive reference and the Triton kernel."""
-from __future__ import annotations
+"""The workbench's kernels, one subpackage per operation, each with its reference twin (``naive``),
+its Triton kernels and the op torch sees:
 
-import torch
-import torch.nn.functional as F
+- ``kernels.attention``: forgetting attention (``forgetting_attention``), with adaptive
+  computation pruning;
+- ``kernels.qkv_prep``: KV-shift and QK-norm from the block's projection (``prepare_qkv``);
+- ``kernels.loss``: the LM head's cross-entropy (``linear_cross_entropy``).
 
-from kernels.naive import forgetting_attention_naive
-
-BACKENDS = ("auto", "triton", "reference")
-
-
-def forgetting_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    log_f: torch.Tensor | None,
-    *,
-    scale: float | None = None,
-    backend: str = "auto",
-    log_pruning_tolerance: float | None = None,
-) -> torch.Tensor:
-    """Causal softmax attention with a forget gate.
-
-    q, k, v: (B, T, H, D) in bf16, fp16 or fp32; log_f: (B, T, H) fp32 log forget gates, or None for
-    plain causal attention. ``backend``: ``auto`` (Triton on CUDA, the reference on CPU),
-    ``triton`` (forced; on CPU tensors it needs TRITON_INTERPRET=1) or ``reference``.
-    Returns (B, T, H, D) in q's dtype.
-
-    ``log_pruning_tolerance`` (ln eps, e.g. -10; None = off): adaptive computation pruning
-    (kernels/pruning.py, reference/fox.md 1.6). The Triton kernel skips the tiles whose decay makes
-    them negligible; each row loses less than eps of its attention mass. It assumes log f <= 0 (a
-    forget gate: f in (0, 1]). The reference backend always computes every entry (error 0 <= eps).
-    Experimental in training (README, docs/performance.md).
-    """
-    from kernels.pruning import check_tolerance
-
-    check_tolerance(log_pruning_tolerance)
-    if backend not in BACKENDS:
-        raise ValueError(f"backend={backend!r}; allowed: {', '.join(BACKENDS)}")
-    if q.ndim != 4 or k.shape != q.shape or v.shape != q.shape:
-        raise ValueError(f"q, k, v must share one (B, T, H, D) shape; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    if log_f is not None:
-        if log_f.shape != q.shape[:3]:
-            raise ValueError(f"log_f must be (B, T, H) = {tuple(q.shape[:3])}, got {tuple(log_f.shape)}")
-        if log_f.dtype != torch.float32:
-            raise ValueError(f"log_f must be float32 (its cumsum needs the precision), got {log_f.dtype}")
-    if log_f is None and backend == "auto":
-        # Plain causal attention goes to SDPA (flash/cuDNN on GPU): (B, H, T, D) views for SDPA, no copies.
-        out = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, scale=scale
-        )
-        return out.transpose(1, 2)
-    if backend == "triton" or (backend == "auto" and q.is_cuda):
-        from kernels.triton_attention import forgetting_attention_triton
-
-        return forgetting_attention_triton(q, k, v, log_f, scale=scale, log_pruning_tolerance=log_pruning_tolerance)
-    return forgetting_attention_naive(q, k, v, log_f, scale=scale)
+``kernels.runtime`` holds what they share. This package imports nothing else of the workbench.
+"""
+from kernels.attention import BACKENDS, forgetting_attention, forgetting_attention_naive
+from kernels.loss import linear_cross_entropy_naive
+from kernels.qkv_prep import prepare_qkv_naive
 
 
-__all__ = ["BACKENDS", "forgetting_attention", "forgetting_attention_naive"]
+def __getattr__(name: str):
+    # The Triton ops are imported on first use: Triton reads TRITON_INTERPRET when it decorates a kernel.
+    if name == "prepare_qkv":
+        from kernels.qkv_prep.op import prepare_qkv
+
+        return prepare_qkv
+    if name == "linear_cross_entropy":
+        from kernels.loss.op import linear_cross_entropy
+
+        return linear_cross_entropy
+    raise AttributeError(f"module 'kernels' has no attribute {name!r}")
+
+
+__all__ = ["BACKENDS", "forgetting_attention", "forgetting_attention_naive", "linear_cross_entropy",
+           "linear_cross_entropy_naive", "prepare_qkv", "prepare_qkv_naive"]

@@ -22,7 +22,7 @@ from dashboards import figures
 from dashboards.site import position_curves, training_context
 from workbench import results
 
-# reference/fox.md 3.2 (360M params, 7.5B tokens, context 16384; one seed per row).
+# docs/fox-notes.md, "Table 3" (360M params, 7.5B tokens, context 16384; one seed per row).
 PAPER = {
     "Transformer (LLaMA) w/o RoPE": 29.30, "Transformer (LLaMA)": 7.49, "Transformer (LLaMA) + forget gate": 7.19,
     "FoX (LLaMA)": 7.25, "FoX (LLaMA) + QK-norm": 7.08, "FoX (LLaMA) + QK-norm + output gate": 6.88,

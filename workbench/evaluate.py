@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from kernels.attention.pruning import kept_pairs
 from workbench.data import IGNORE, DocumentData, MQARTask
 from workbench.specs import EvalSpec
 
@@ -23,23 +24,28 @@ def unigram_entropy(tokens: np.ndarray) -> float:
 
 @torch.no_grad()
 def acp_kept_fraction(model, batches, device, autocast) -> dict:
-    """How much attention adaptive computation pruning leaves (kernels/pruning.py), per layer and
-    head, on the first validation sequence: the share of causal pairs whose decay keeps them above
-    the threshold of the model's ln eps (-10, the paper's, where pruning is off). Fast-forgetting
-    heads show as small shares. Empty for a model without a forget gate."""
+    """How much attention adaptive computation pruning leaves (kernels/attention/pruning.py), per
+    layer and head, on the first validation sequence: the share of causal pairs whose decay keeps
+    them above the threshold of the model's ln eps (-10, the paper's, where pruning is off).
+    Fast-forgetting heads show as small shares. Empty for a model without a forget gate."""
     blocks = [b.attn for b in getattr(model, "blocks", []) if getattr(b.attn, "forget_gate", None) is not None]
     if not blocks or not batches:
         return {}
     log_eps = blocks[0].log_pruning_tolerance or -10.0
     found: list = []
-    for attn in blocks:
-        attn.pruning_probe = (found, log_eps)
+
+    def probe(attn, args):
+        # Each layer's q, k and log f from the input the layer is about to see.
+        q, k, _, log_f, _ = attn.attention_inputs(args[0])
+        found.append(kept_pairs(q, k, log_f, attn.head_dim**-0.5, log_eps))
+
+    hooks = [attn.register_forward_pre_hook(probe) for attn in blocks]
     try:
         with autocast():
             model(batches[0].x[:1].to(device))
     finally:
-        for attn in blocks:
-            attn.pruning_probe = None
+        for hook in hooks:
+            hook.remove()
     per_head = [f[0].tolist() for f in found]  # one row of heads per layer
     return {"acp_log_eps": log_eps,
             "acp_kept_fraction": float(sum(sum(r) for r in per_head) / sum(len(r) for r in per_head)),

@@ -32,7 +32,7 @@ def param_breakdown(spec: ModelSpec) -> dict[str, int]:
 
 def param_counts(spec: ModelSpec) -> dict[str, int]:
     """``total``; ``non_embedding`` = total without the input embedding (the paper's N);
-    ``blocks`` = blocks + final norm (reference/fox.md 2.11's middle column)."""
+    ``blocks`` = blocks + final norm (docs/fox-notes.md, "Parameter counts")."""
     parts = param_breakdown(spec)
     total = sum(parts.values())
     embedding = 0 if spec.tie_embeddings else parts.get("embed", 0)
@@ -45,7 +45,7 @@ def param_counts(spec: ModelSpec) -> dict[str, int]:
 
 def flops_per_token(spec: ModelSpec, context: int) -> dict[str, float]:
     """Forward FLOPs per token: 2N (matmuls with the weights, N without the input embedding) plus
-    causal attention 2 * n_layers * d_model * T (QK^T and PV, halved by the mask: fox.md 5.1).
+    causal attention 2 * n_layers * d_model * T (QK^T and PV, halved by the mask: docs/fox-notes.md, "FLOPs").
     Training is 3x the forward."""
     n = param_counts(spec)["non_embedding"]
     attention = 2 * spec.n_layers * spec.d_model * context

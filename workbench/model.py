@@ -1,7 +1,8 @@
 """Model assembly: a decoder-only LM whose attention block is put together from component slots.
 
-Reads top to bottom: Attention (the slots in the order of reference/fox.md 2.10), Block
-(pre-norm residual), LM (embedding, blocks, final norm, head), build_model.
+Reads top to bottom: Attention (the slots in the order of docs/fox-notes.md, "One attention
+layer"), Block (pre-norm residual), LM (embedding, blocks, final norm, head), build_model. How the
+model runs (backend, fused paths) is the frozen Execution given to build_model, not module state.
 """
 from __future__ import annotations
 
@@ -9,16 +10,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from components.kv_shift import KVShift
-from components.qk_norm import QKNorm
 from kernels import forgetting_attention
-from kernels.pruning import kept_pairs
+from workbench.execution import Execution
 from workbench.specs import ModelSpec
 
 
 class Attention(nn.Module):
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, execution: Execution = Execution()):
         super().__init__()
+        self.execution = execution
         d, dims, slots = spec.d_model, spec.dims, spec.attention
         self.n_heads, self.head_dim = spec.n_heads, spec.head_dim
         self.wq = nn.Linear(d, d, bias=False)
@@ -31,19 +31,7 @@ class Attention(nn.Module):
         self.output_norm = slots.output_norm.build(dims)
         self.output_gate = slots.output_gate.build(dims)
         self.wo = nn.Linear(d, d, bias=False)
-        self.backend = "auto"
         self.log_pruning_tolerance = slots.log_pruning_tolerance
-        # evaluate.acp_kept_fraction sets a list here for one eager forward: each call appends the
-        # share of its causal pairs the gates leave non-negligible (kernels/pruning.py).
-        self.pruning_probe: tuple[list, float] | None = None
-        # One matmul for every projection of x (q, k, v and the components' own, e.g. the forget
-        # gate's d -> heads logits) instead of one each: a d -> heads matmul alone is too narrow
-        # for the GPU's fast paths. The parameters stay each module's own; False computes them apart.
-        self.fuse_projections = True
-        # KV-shift and QK-norm through kernels.prepare_qkv (one Triton pass each way from the
-        # projection to q, k, v): None = on CUDA when either is in the block, True/False forces
-        # it (tests; True on CPU needs the Triton interpreter). It needs fuse_projections.
-        self.fused_qkv: bool | None = None
 
     def _projections(self) -> list[tuple[str, nn.Linear]]:
         """(name, Linear of x) for q, k, v and for each component that declares input_projections()."""
@@ -57,13 +45,17 @@ class Attention(nn.Module):
         return out
 
     def _uses_fused_qkv(self, x: torch.Tensor) -> bool:
-        """The kernel covers the kinds this codebase defines; another kind (a user's own KV-shift
-        or QK-norm module) keeps the per-component path."""
-        if self.kv_shift is None and self.qk_norm is None or not self.fuse_projections:
+        """kernels.prepare_qkv covers KV-shift and QK-norm modules that declare they compute its
+        math (``qkv_prep_shift()`` / ``qkv_prep_norm()``, README "Adding a component kind"); a
+        module without the declaration keeps the per-component path, which is always correct."""
+        ex = self.execution
+        if self.kv_shift is None and self.qk_norm is None or not ex.fuse_projections or ex.fused_qkv is False:
             return False
-        if not isinstance(self.kv_shift, (KVShift, type(None))) or not isinstance(self.qk_norm, (QKNorm, type(None))):
+        if not (self.kv_shift is None or hasattr(self.kv_shift, "qkv_prep_shift")):
             return False
-        return self.fused_qkv if self.fused_qkv is not None else x.is_cuda
+        if not (self.qk_norm is None or hasattr(self.qk_norm, "qkv_prep_norm")):
+            return False
+        return ex.fused_qkv or x.is_cuda
 
     @staticmethod
     def _linear(x: torch.Tensor, projections: list[tuple[str, nn.Linear]]) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -85,7 +77,7 @@ class Attention(nn.Module):
 
     def _project(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         projections = self._projections()
-        if not self.fuse_projections:
+        if not self.execution.fuse_projections:
             return {name: lin(x) for name, lin in projections}
         return self._named(projections, self._linear(x, projections)[1])
 
@@ -95,20 +87,18 @@ class Attention(nn.Module):
         columns come back as a view; their gradients and those of q, k, v are written into one
         gradient of that matmul's output, by the kernel."""
         # Imported here: Triton reads TRITON_INTERPRET when it first decorates the kernel.
-        from kernels.qkv_prep import prepare_qkv
+        from kernels.qkv_prep.op import prepare_qkv
 
         shift, norm = self.kv_shift, self.qk_norm
         projections = self._projections()
         n = 3 + len(shift.input_projections() if shift is not None else {})
+        k_shift, v_shift = shift.qkv_prep_shift() if shift is not None else (False, False)
+        q_weight, k_weight, eps = norm.qkv_prep_norm() if norm is not None else (None, None, 1e-5)
         proj, _ = self._linear(x, projections)
         # One view per component's columns: each one's gradient comes back a tensor of its own,
         # which the kernel copies into d proj (joined, they cost a concatenating kernel).
-        q, k, v, rest = prepare_qkv(proj, self.n_heads, self.head_dim,
-                                    k_shift=shift is not None and shift.k_alpha is not None,
-                                    v_shift=shift is not None and shift.v_alpha is not None,
-                                    q_weight=norm.q_weight if norm is not None else None,
-                                    k_weight=norm.k_weight if norm is not None else None,
-                                    eps=norm.eps if norm is not None else 1e-5,
+        q, k, v, rest = prepare_qkv(proj, self.n_heads, self.head_dim, k_shift=k_shift, v_shift=v_shift,
+                                    q_weight=q_weight, k_weight=k_weight, eps=eps,
                                     rest=[lin.weight.shape[0] for _, lin in projections[n:]])
         return q, k, v, self._named(projections[n:], rest)
 
@@ -120,8 +110,10 @@ class Attention(nn.Module):
         prefix = slot + "."
         return module(*args, projected={k[len(prefix):]: v for k, v in projected.items() if k.startswith(prefix)})
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, d = x.shape  # x is the pre-normed block input
+    def attention_inputs(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, dict]:
+        """q, k, v (B, T, H, D) with KV-shift, QK-norm and RoPE applied, log f (B, T, H) fp32 or
+        None, and the projections the later slots use, from the pre-normed block input x (B, T, d)."""
+        B, T, d = x.shape
         if self._uses_fused_qkv(x):
             q, k, v, projected = self._fused_qkv(x)  # (B, T, H, D), KV-shift and QK-norm applied
         else:
@@ -136,10 +128,12 @@ class Attention(nn.Module):
         if self.rope is not None:
             q, k = self.rope(q, k)
         log_f = self._component("forget_gate", projected, x) if self.forget_gate is not None else None  # (B, T, H) fp32
-        if self.pruning_probe is not None and log_f is not None:
-            found, log_eps = self.pruning_probe
-            found.append(kept_pairs(q, k, log_f, self.head_dim**-0.5, log_eps))
-        o = forgetting_attention(q, k, v, log_f, backend=self.backend,
+        return q, k, v, log_f, projected
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape  # x is the pre-normed block input
+        q, k, v, log_f, projected = self.attention_inputs(x)
+        o = forgetting_attention(q, k, v, log_f, backend=self.execution.attention_backend,
                                  log_pruning_tolerance=self.log_pruning_tolerance)  # (B, T, H, D)
         if self.output_norm is not None:
             o = self.output_norm(o)
@@ -149,10 +143,10 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, execution: Execution):
         super().__init__()
         self.attn_norm = spec.norm.build(spec.dims)
-        self.attn = Attention(spec)
+        self.attn = Attention(spec, execution)
         self.mlp_norm = spec.norm.build(spec.dims)
         self.mlp = spec.mlp.build(spec.dims)
 
@@ -162,37 +156,24 @@ class Block(nn.Module):
 
 
 class LM(nn.Module):
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, execution: Execution = Execution()):
         super().__init__()
-        self.spec = spec
+        self.spec, self.execution = spec, execution
         self.embed = nn.Embedding(spec.vocab_size, spec.d_model)
-        self.blocks = nn.ModuleList(Block(spec) for _ in range(spec.n_layers))
+        self.blocks = nn.ModuleList(Block(spec, execution) for _ in range(spec.n_layers))
         self.final_norm = spec.norm.build(spec.dims)
         self.head = nn.Linear(spec.d_model, spec.vocab_size, bias=False)
-        # The loss through kernels.linear_cross_entropy (one Triton pass for the loss and the
-        # logits' gradient): None = on CUDA, True/False forces it (tests; True on CPU needs the
-        # Triton interpreter).
-        self.fused_loss: bool | None = None
         self.apply(self._init)
         if spec.tie_embeddings:
             self.head.weight = self.embed.weight
 
     def _init(self, module: nn.Module) -> None:
-        # reference/fox.md 2.9: every Linear and the embedding N(0, std), biases 0 (the forget
-        # gate's too); norm scales and component-owned parameters keep their own init.
+        # docs/fox-notes.md, "Initialisation": every Linear and the embedding N(0, std), biases 0
+        # (the forget gate's too); norm scales and component-owned parameters keep their own init.
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, std=self.spec.init_std)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
-
-    def set_attention_backend(self, backend: str) -> None:
-        for block in self.blocks:
-            block.attn.backend = backend
-
-    def set_fused_qkv(self, fused: bool | None) -> None:
-        """KV-shift and QK-norm through kernels.prepare_qkv: None on CUDA, or forced (Attention)."""
-        for block in self.blocks:
-            block.attn.fused_qkv = fused
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None,
                 ignore_index: int = -100) -> torch.Tensor:
@@ -206,9 +187,10 @@ class LM(nn.Module):
         h = self.final_norm(x)
         if targets is None:
             return self.head(h)
-        if self.fused_loss if self.fused_loss is not None else h.is_cuda:
+        fused = self.execution.fused_loss
+        if fused if fused is not None else h.is_cuda:
             # Imported here: Triton reads TRITON_INTERPRET when it first decorates the kernel.
-            from kernels.linear_cross_entropy import linear_cross_entropy
+            from kernels.loss.op import linear_cross_entropy
 
             w = self.head.weight
             if torch.is_autocast_enabled(h.device.type):
@@ -220,6 +202,7 @@ class LM(nn.Module):
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
 
 
-def build_model(spec: ModelSpec) -> LM:
-    """tokens (B, T) long -> logits (B, T, V), or the loss given targets."""
-    return LM(spec)
+def build_model(spec: ModelSpec, execution: Execution = Execution()) -> LM:
+    """tokens (B, T) long -> logits (B, T, V), or the loss given targets; ``execution`` says how it
+    runs (workbench/execution.py), never what it computes."""
+    return LM(spec, execution)

@@ -1,4 +1,4 @@
-"""The paper's four models as ModelSpec shorthands (reference/fox.md 2.12 and 3.2).
+"""The paper's four models as ModelSpec shorthands (docs/fox-notes.md, "Presets").
 
 A preset fixes the block's architecture; sizes come from ModelSpec's defaults (the paper's 125M)
 or the spec. Transformer (Pro) is the Pro block with the forget gate off and RoPE on.

@@ -32,7 +32,7 @@ from pydantic import (
 
 import components
 from components.registry import ComponentSpec
-from kernels.pruning import check_tolerance
+from kernels.attention.pruning import check_tolerance
 from workbench.presets import apply_preset
 
 
@@ -69,7 +69,7 @@ class Spec(BaseModel):
 
 
 class AttentionSpec(Spec):
-    """One field per slot, in the order the slots act (reference/fox.md 2.10)."""
+    """One field per slot, in the order the slots act (docs/fox-notes.md, "One attention layer")."""
 
     kv_shift: Slot("kv_shift") = "none"
     qk_norm: Slot("qk_norm") = "none"
@@ -77,7 +77,7 @@ class AttentionSpec(Spec):
     forget_gate: Slot("forget_gate") = "none"
     output_norm: Slot("output_norm") = "none"
     output_gate: Slot("output_gate") = "none"
-    # Adaptive computation pruning (kernels/pruning.py, reference/fox.md 1.6): ln of the attention
+    # Adaptive computation pruning (kernels/attention/pruning.py; docs/fox-notes.md, "Adaptive computation pruning"): ln of the attention
     # mass a row may lose when the Triton kernel skips tiles whose decay makes them negligible;
     # -10 is the paper's recommendation, None computes every tile. It changes the numbers (within
     # that bound), so it is part of the identity once set.

@@ -21,9 +21,10 @@ import torch.nn as nn
 
 from workbench.data import IGNORE
 from workbench.evaluate import per_position_loss
+from workbench.execution import Execution
 from workbench.specs import TrainSpec, TrialSpec
 
-# Dense bf16 matmul rate measured on the GPU machine (reference/anchors.md), the MFU denominator.
+# Dense bf16 matmul rate of the GPU (docs/performance.md, "MFU"), the MFU denominator.
 PEAK_FLOPS = {"NVIDIA H200": 790e12}
 
 
@@ -68,7 +69,7 @@ def lr_at(spec: TrainSpec, tokens: int) -> float:
 
 
 def make_optimizer(model: nn.Module, spec: TrainSpec, device: torch.device) -> torch.optim.AdamW:
-    """Weight decay on the matrices of Linear layers and the embedding only (fox.md 2.13)."""
+    """Weight decay on the matrices of Linear layers and the embedding only (docs/fox-notes.md, "Training recipe")."""
     decay = {id(m.weight) for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))}
     params = list(dict.fromkeys(model.parameters()))
     groups = [
@@ -101,9 +102,12 @@ def _oom(err: BaseException) -> bool:
 
 
 def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = None,
-          checkpoint: Path | None = None, device: torch.device | None = None) -> dict:
-    """Train ``model`` in place; returns throughput figures and the state's history."""
+          checkpoint: Path | None = None, device: torch.device | None = None,
+          execution: Execution | None = None) -> dict:
+    """Train ``model`` in place; returns throughput figures and the state's history. ``execution``
+    (default: what the trial's TrainSpec asks for) says whether the step is compiled."""
     spec = trial.train
+    execution = execution or Execution.of_trial(spec)
     device = device or resolve_device(spec)
     autocast = autocast_for(spec, device)
     opt = make_optimizer(model, spec, device)
@@ -112,7 +116,7 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
         state = load_checkpoint(checkpoint, model, opt, trial.spec_hash())
         if hasattr(reporter, "on_resume"):
             reporter.on_resume(state.history)
-    step_fn = step_callable(model, spec, device)
+    step_fn = step_callable(model, execution, device, spec.grad_accum)
     batches = BatchQueue(data, trial.seed, spec, device)
     context = data.context
     tokens_per_step = spec.batch_size * spec.grad_accum * context
@@ -128,7 +132,7 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
         for group in opt.param_groups:
             group["lr"] = lr
         with _oom_advice(spec, context, device):
-            loss, grad_norm = train_step(step_fn, model, opt, batches, step, spec, autocast)
+            loss, grad_norm = train_step(step_fn, model, opt, batches, step, spec, autocast, execution.compile)
             return _Launched.queue(lr, loss, grad_norm)
 
     # The host runs one step ahead of the device: step n + 1 is queued before step n's loss is
@@ -222,14 +226,14 @@ def _next_multiple(tokens: int, every: int | None) -> int | None:
     return None if every is None else (tokens // every + 1) * every
 
 
-def step_callable(model: nn.Module, spec: TrainSpec, device: torch.device):
+def step_callable(model: nn.Module, execution: Execution, device: torch.device, grad_accum: int = 1):
     """What a training step calls: the model, or with ``compile`` the compiled model, whose forward
     and backward replay as CUDA graphs when ``cuda_graphs`` is on, the device is CUDA and a step is
     one micro-batch. (With gradient accumulation the first micro-batch's gradients sit in the
     graphs' memory pool while the next replays, so accumulation runs without graphs.)"""
-    if not spec.compile:
+    if not execution.compile:
         return model
-    graphs = spec.cuda_graphs and device.type == "cuda" and spec.grad_accum == 1
+    graphs = execution.cuda_graphs and device.type == "cuda" and grad_accum == 1
     return torch.compile(model, mode="reduce-overhead" if graphs else None)
 
 
@@ -266,23 +270,23 @@ class BatchQueue:
 
 
 def train_step(step_fn, model: nn.Module, opt: torch.optim.Optimizer, batches: BatchQueue, step: int,
-               spec: TrainSpec, autocast) -> tuple[torch.Tensor, torch.Tensor]:
+               spec: TrainSpec, autocast, compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer step, queued on the device without waiting for it: forward and backward of
     every micro-batch, clip and AdamW, then the next step's batches. Returns the mean loss and the
     gradient norm as 0-d tensors; reading them waits for the GPU (the optimizer's kernels are
     already queued behind the backward by then, so the GPU does not idle while Python steps)."""
-    loss = _accumulate(step_fn, batches, step, spec, autocast)
+    loss = _accumulate(step_fn, batches, step, spec, autocast, compiled)
     grad_norm = optimizer_step(model, opt, spec)
     batches.prefetch(step + 1)
     return loss, grad_norm
 
 
-def _accumulate(model, batches: BatchQueue, step: int, spec: TrainSpec, autocast) -> torch.Tensor:
+def _accumulate(model, batches: BatchQueue, step: int, spec: TrainSpec, autocast, compiled: bool) -> torch.Tensor:
     """Forward and backward of every micro-batch; returns the step's mean loss as a 0-d tensor."""
     total = torch.zeros((), device=batches.device)
     for micro in range(spec.grad_accum):
         x, y = batches.get(step, micro)
-        if spec.compile:
+        if compiled:
             # A new step for CUDA graph trees: the previous replay's outputs may be overwritten.
             torch.compiler.cudagraph_mark_step_begin()
         with autocast():

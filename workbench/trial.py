@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from workbench.data import load_data
+from workbench.execution import Execution
 from workbench.evaluate import evaluate, unigram_entropy
 from workbench.info import flops_per_token, param_counts
 from workbench.model import build_model
@@ -104,20 +105,23 @@ class Progress:
         sys.stderr.flush()
 
 
-def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = False) -> dict:
+def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = False,
+              execution: Execution | None = None) -> dict:
     """Train and evaluate ``trial`` into ``out_dir`` (checkpoint.pt, metrics.jsonl, result.json).
-    A checkpoint already in out_dir is resumed."""
+    A checkpoint already in out_dir is resumed. ``execution``: how it runs (default: what its
+    TrainSpec asks for); never part of its identity."""
+    execution = execution or Execution.of_trial(trial.train)
     out_dir.mkdir(parents=True, exist_ok=True)
     if trial.train.cpu_threads:
         torch.set_num_threads(trial.train.cpu_threads)
     device = resolve_device(trial.train)
     data = load_data(trial.data, trial.model.vocab_size, trial.seed)
     torch.manual_seed(trial.seed)
-    model = build_model(trial.model).to(device)
+    model = build_model(trial.model, execution).to(device)
     echo = Progress(trial.train.tokens) if progress else None
     reporter = reporter or JsonlReporter(out_dir / "metrics.jsonl", echo)
     write_json(out_dir / "spec.json", trial.model_dump(mode="json"))
-    trained = train(trial, model, data, reporter, out_dir / "checkpoint.pt", device)
+    trained = train(trial, model, data, reporter, out_dir / "checkpoint.pt", device, execution)
     result = evaluate(model, data, trial.eval, data.context, device, autocast_for(trial.train, device))
     counts = param_counts(trial.model)
     flops = flops_per_token(trial.model, data.context)["train"]

@@ -1,4 +1,4 @@
-"""Each component equals a direct implementation of its formula (reference/fox.md 2.2-2.8)."""
+"""Each component equals a direct implementation of its formula (docs/fox-notes.md, "The block's components")."""
 import math
 
 import pytest

@@ -3,6 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from workbench.execution import Execution
 from workbench.model import Attention, build_model
 from workbench.presets import PRESETS
 from workbench.specs import ModelSpec
@@ -94,19 +95,20 @@ def test_tied_embeddings_share_the_weight():
 def test_fused_input_projection_equals_separate_projections(preset):
     """The one matmul for q, k, v and the components' own projections (forget gate, KV-shift,
     output gate) computes what each Linear computes alone, forward and every gradient."""
-    model = build_model(ModelSpec(preset=preset, **TINY)).double()
+    fused = build_model(ModelSpec(preset=preset, **TINY)).double()
+    apart = build_model(fused.spec, Execution(fuse_projections=False)).double()
+    apart.load_state_dict(fused.state_dict())
     tokens = torch.randint(0, TINY["vocab_size"], (2, 37))
 
-    def run(fused):
-        for block in model.blocks:
-            block.attn.fuse_projections = fused
+    def run(model):
         model.zero_grad()
         logits = model(tokens)
         logits.square().mean().backward()
         return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
-    logits_f, grads_f = run(True)
-    logits_s, grads_s = run(False)
+    logits_f, grads_f = run(fused)
+    logits_s, grads_s = run(apart)
+    model = fused
     torch.testing.assert_close(logits_f, logits_s, rtol=1e-10, atol=1e-12)
     assert grads_f.keys() == grads_s.keys()
     for name in grads_s:

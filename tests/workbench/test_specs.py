@@ -31,7 +31,7 @@ mlp: {kind: swiglu, hidden_ratio: 3.5}
 
 SMALL = dict(d_model=768, n_layers=12, n_heads=12)
 MEDIUM = dict(d_model=1024, n_layers=24, n_heads=16)
-# reference/fox.md 2.11: blocks + final norm, LLaMA / Pro.
+# docs/fox-notes.md, "Parameter counts": blocks + final norm, LLaMA / Pro.
 PAPER_BLOCKS = {
     ("small", "llama"): 85.1e6, ("small", "pro"): 85.3e6,
     ("medium", "llama"): 308.7e6, ("medium", "pro"): 315.9e6,

@@ -1,0 +1,224 @@
+"""Benchmark: our forgetting attention beside its peers, in one run on one GPU.
+
+    python benchmarks/attention.py [--peers .peers] [--out FILE] [--configs tune.json]
+
+For each (B, H, N, D): forward and forward+backward TFLOP/s (FlashAttention convention: causal
+forward = 4 B H N^2 D / 2 FLOPs, forward+backward = 3.5 x that) from the median of
+triton.testing.do_bench, and the peak memory of one forward+backward beyond the inputs. Peers:
+SDPA's flash and cuDNN backends (no gate), FlexAttention with a forget-gate score_mod,
+flash-linear-attention's parallel_forgetting_attn and the official FoX kernel (both from --peers,
+never from this repository). Every gated kernel is first checked against an fp64 reference.
+Prints a table and writes JSON.
+
+Two rows run with adaptive computation pruning (docs/fox-notes.md) at ln eps = -10: ours
+(``log_pruning_tolerance``) and the official kernel (``adaptive_threshold="auto"``, the same
+threshold formula). Their TFLOP/s are effective: the full causal FLOPs over the time taken, while
+they compute only the tiles the gates leave non-negligible; for ours the JSON records the share of
+the causal key positions its forward visited (``kept_fraction``). The inputs' gates,
+log f = logsigmoid(randn + 3), about -0.05 per token, are the peers' own benchmark's (docs/kernels.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import common
+
+SHAPES = [(8, 16, 2048, 64), (2, 16, 8192, 64), (1, 16, 16384, 64), (8, 8, 2048, 128), (1, 8, 16384, 128)]
+LOG_EPS = -10.0
+PRUNED = "ours, ACP"
+
+
+def kept_fraction(q, k, log_f) -> float:
+    """Share of the causal key positions our pruned forward visits on these inputs."""
+    from kernels.attention import pruning
+    from kernels.attention.configs import default_config
+    from kernels.attention.launch import gate_cumsum, use_tma
+
+    D, T = q.shape[-1], q.shape[1]
+    cfg = default_config(D, T, use_tma(q, k))
+    with torch.no_grad():
+        starts = pruning.key_starts(gate_cumsum(log_f), pruning.threshold(q, k, D**-0.5, LOG_EPS),
+                                    cfg.fwd.block_m, cfg.fwd.block_n)
+    return pruning.kept_fraction(starts, T, cfg.fwd.block_m)
+
+
+def peer_kernels(peers: Path) -> dict:
+    """name -> (fn(q, k, v, log_f) on (B, T, H, D) inputs, needs_gate)."""
+    from kernels.attention.op import forgetting_attention_triton
+
+    found = {"ours": forgetting_attention_triton,
+             PRUNED: lambda q, k, v, g: forgetting_attention_triton(q, k, v, g, log_pruning_tolerance=LOG_EPS)}
+    if (peers / "fox_official").is_dir():
+        sys.path.insert(0, str(peers / "fox_official"))
+        from forgetting_attention import forgetting_attention as fox  # the official kernel
+
+        found["official FoX"] = lambda q, k, v, g: fox(q, k, v, g)
+        found["official FoX, ACP"] = lambda q, k, v, g: fox(q, k, v, g, adaptive_threshold="auto")
+    if (peers / "fla").is_dir():
+        sys.path.insert(0, str(peers / "fla"))
+        from fla.ops.forgetting_attn import parallel_forgetting_attn
+
+        found["flash-linear-attention"] = lambda q, k, v, g: parallel_forgetting_attn(q, k, v, g)
+    found["FlexAttention"] = flex_forgetting_attention()
+    return found
+
+
+def flex_forgetting_attention():
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    flex = torch.compile(flex_attention, dynamic=False)
+    masks = {}
+
+    def run(q, k, v, log_f):
+        B, T, H, D = q.shape
+        c = log_f.transpose(1, 2).contiguous().cumsum(-1)  # (B, H, T)
+        # score_mod may index a tensor that needs a gradient only once: one copy per side.
+        c_q, c_k = c, c.clone()
+        if T not in masks:
+            masks[T] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, T, T, device=q.device)
+
+        def decay(score, b, h, qi, ki):
+            return score + c_q[b, h, qi] - c_k[b, h, ki]
+
+        out = flex(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), score_mod=decay, block_mask=masks[T])
+        return out.transpose(1, 2)
+
+    return run
+
+
+def sdpa(backend):
+    from torch.nn.attention import sdpa_kernel
+
+    def run(q, k, v, log_f):  # (B, H, T, D) contiguous, as SDPA wants it
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    return run
+
+
+def make_inputs(B, H, N, D, layout="bthd"):
+    shape = (B, N, H, D) if layout == "bthd" else (B, H, N, D)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    log_f = F.logsigmoid(torch.randn(B, N, H, device="cuda") + 3.0).requires_grad_()
+    return q, k, v, log_f
+
+
+def rel(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+def check(fn, N=1024, B=2, H=4, D=64):
+    from kernels.attention.naive import forgetting_attention_grads_chunked
+
+    q, k, v, log_f = make_inputs(B, H, N, D)
+    out = fn(q, k, v, log_f)
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v, log_f), do)
+    ref = forgetting_attention_grads_chunked(q.detach(), k.detach(), v.detach(), log_f.detach(), do, cumsum_dtype=torch.float64)
+    return {name: rel(g, r) for name, g, r in zip(("o", "dq", "dk", "dv", "dlog_f"), (out, *grads), ref)}
+
+
+def measure(fn, inputs):
+    from triton.testing import do_bench
+
+    q, k, v, log_f = inputs
+    out = fn(q, k, v, log_f)
+    do = torch.randn_like(out)
+    leaves = [t for t in inputs if t is not None]
+    fwd_ms = do_bench(lambda: fn(q, k, v, log_f), warmup=25, rep=100, return_mode="median")
+
+    def fwd_bwd():
+        fn(q, k, v, log_f).backward(do)
+
+    fb_ms = do_bench(fwd_bwd, warmup=25, rep=100, grad_to_none=leaves, return_mode="median")
+    for t in leaves:
+        t.grad = None
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fwd_bwd()
+    torch.cuda.synchronize()
+    peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+    for t in leaves:
+        t.grad = None
+    return fwd_ms, fb_ms, peak
+
+
+def main(argv=None):
+    from torch.nn.attention import SDPBackend
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--peers", default=".peers")
+    ap.add_argument("--out", help="JSON file (default: benchmarks/results/<date>_<gpu>_attention.json)")
+    ap.add_argument("--configs", help="JSON written by benchmarks/tune.py (else the built-in table)")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("benchmarks/attention.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    if args.configs:
+        import tune
+
+        written = json.loads(Path(args.configs).read_text())
+        if "table" not in written:
+            raise SystemExit(f"--configs {args.configs}: written by a search of some shapes (--shapes), "
+                             "it has no table to install; run benchmarks/tune.py without --shapes")
+        tune.install(written["table"])
+    gated = peer_kernels(Path(args.peers))
+    plain = {"SDPA flash (no gate)": sdpa(SDPBackend.FLASH_ATTENTION), "SDPA cuDNN (no gate)": sdpa(SDPBackend.CUDNN_ATTENTION)}
+    results = {"accuracy_vs_fp64": {}, "runs": []}
+    for name, fn in gated.items():
+        try:
+            results["accuracy_vs_fp64"][name] = check(fn)
+        except Exception as e:  # a peer that fails is reported, the others still run
+            results["accuracy_vs_fp64"][name] = {"error": repr(e)[:300]}
+    for B, H, N, D in SHAPES:
+        flops = 4 * B * H * N * N * D / 2
+        for name, fn in {**gated, **plain}.items():
+            layout = "bhtd" if name in plain else "bthd"
+            row = {"kernel": name, "B": B, "H": H, "N": N, "D": D}
+            try:
+                inputs = make_inputs(B, H, N, D, layout)
+                if name == PRUNED:
+                    row["kept_fraction"] = kept_fraction(inputs[0], inputs[1], inputs[3])
+                fwd_ms, fb_ms, peak = measure(fn, inputs)
+                row.update(fwd_ms=fwd_ms, fwd_bwd_ms=fb_ms, fwd_tflops=flops / fwd_ms / 1e9,
+                           fwd_bwd_tflops=3.5 * flops / fb_ms / 1e9, peak_mib=peak)
+            except Exception as e:
+                row["error"] = repr(e)[:300]
+            results["runs"].append(row)
+            print(json.dumps(row), flush=True)
+            torch.cuda.empty_cache()
+    path = common.write(args.out, "attention", results, argv)
+    print_table(json.loads(path.read_text()))
+    print(f"wrote {path}")
+    return 0
+
+
+def print_table(results):
+    v = results["versions"]
+    print(f"\n{results['machine']}  torch {v['torch']}  triton {v.get('triton')}  code {v['code']}  {results['date']}")
+    print("accuracy vs fp64 (rel L2, N=1024): " + "; ".join(
+        f"{k}: " + (", ".join(f"{n} {v:.1e}" for n, v in r.items()) if "error" not in r else r["error"][:60])
+        for k, r in results["accuracy_vs_fp64"].items()))
+    shapes = sorted({(r["B"], r["H"], r["N"], r["D"]) for r in results["runs"]}, key=SHAPES.index)
+    kernels = list(dict.fromkeys(r["kernel"] for r in results["runs"]))
+    print("TFLOP/s fwd / fwd+bwd (peak MiB); ACP rows: effective, [share of causal keys visited]")
+    print(f"{'kernel':<26}" + "".join(f"{','.join(map(str, s)):>26}" for s in shapes))
+    for k in kernels:
+        cells = []
+        for s in shapes:
+            r = next(r for r in results["runs"] if r["kernel"] == k and (r["B"], r["H"], r["N"], r["D"]) == s)
+            kept = f" [{r['kept_fraction']:.2f}]" if "kept_fraction" in r else ""
+            cells.append("error" if "error" in r else
+                         f"{r['fwd_tflops']:.0f} / {r['fwd_bwd_tflops']:.0f} ({r['peak_mib']:.0f}){kept}")
+        print(f"{k:<26}" + "".join(f"{c:>26}" for c in cells))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

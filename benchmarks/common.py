@@ -1,0 +1,48 @@
+"""What every benchmark shares: where its JSON goes and the provenance it carries.
+
+Each benchmark prints a table and writes one JSON file, by default
+``benchmarks/results/<date>_<gpu>_<theme>.json`` (``--out`` elsewhere, e.g. under $OUT on the GPU
+machine), holding the date, machine, versions, code and command beside its figures.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import re
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `python benchmarks/x.py` from a checkout without the package installed
+    sys.path.insert(0, str(ROOT))
+
+
+def machine() -> str:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def provenance(argv: list[str] | None = None) -> dict:
+    """Date (UTC), machine, versions (python, torch, triton, the code's git commit and source
+    fingerprint) and the command line."""
+    from workbench.trial import versions
+
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
+            "versions": versions(), "command": " ".join(["python", *sys.argv[:1], *(argv if argv is not None else sys.argv[1:])])}
+
+
+def default_out(theme: str) -> Path:
+    slug = re.sub(r"[^a-z0-9]+", "-", machine().lower()).strip("-")
+    return ROOT / "benchmarks" / "results" / f"{time.strftime('%Y-%m-%d', time.gmtime())}_{slug}_{theme}.json"
+
+
+def write(out: str | Path | None, theme: str, figures: dict, argv: list[str] | None = None) -> Path:
+    """Write provenance + figures as JSON to ``out`` (default: default_out(theme)); returns the path."""
+    path = Path(out) if out else default_out(theme)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**provenance(argv), "theme": theme, **figures}, indent=1))
+    return path

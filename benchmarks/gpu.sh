@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU suite: the kernels' and the model's GPU tests, then the benchmarks, each writing its JSON
+# and log under $OUT (default /tmp/bench-out). One device call holds about 10 minutes, so the suite
+# runs in parts; give one or more (default: all):
+#
+#   bash benchmarks/gpu.sh tests       # GPU tests of the kernels and the model        (~2 min)
+#   bash benchmarks/gpu.sh kernels     # attention beside its peers (.peers/), QKV, loss (~5 min)
+#   bash benchmarks/gpu.sh trials      # 125M FoX (Pro) and Transformer (LLaMA), twice   (~6 min)
+#
+# On the GPU machine, first: the install line of ../shared/device/README.md (PYTHONPATH on the
+# checkout and the wheels). The peers' code lives in the git-ignored .peers/ (docs/kernels.md).
+set -u
+OUT=${OUT:-/tmp/bench-out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(tests kernels trials)
+status=0
+for part in "${parts[@]}"; do
+  case $part in
+    tests)
+      # The kernel tests run on CUDA where it is (the same files run under the interpreter in CI).
+      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/kernels tests/workbench/test_model_fused.py \
+        tests/workbench/test_train_gpu.py > "$OUT/gpu-tests.log" 2>&1 || status=1
+      tail -3 "$OUT/gpu-tests.log" ;;
+    kernels)
+      timeout 330 python3 benchmarks/attention.py --peers .peers --out "$OUT/attention.json" > "$OUT/attention.log" 2>&1 || status=1
+      tail -16 "$OUT/attention.log"
+      timeout 120 python3 benchmarks/qkv_prep.py --out "$OUT/qkv_prep.json" > "$OUT/qkv_prep.log" 2>&1 || status=1
+      head -4 "$OUT/qkv_prep.log"
+      timeout 120 python3 benchmarks/loss.py --out "$OUT/loss.json" > "$OUT/loss.log" 2>&1 || status=1
+      head -4 "$OUT/loss.log" ;;
+    trials)
+      timeout 560 python3 benchmarks/train_throughput.py --repeats 2 --out "$OUT/train_throughput.json" \
+        > "$OUT/train_throughput.log" 2>&1 || status=1
+      tail -8 "$OUT/train_throughput.log" ;;
+    *)
+      echo "unknown part '$part'; the parts are: tests kernels trials" >&2
+      exit 2 ;;
+  esac
+done
+exit $status

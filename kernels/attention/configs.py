@@ -1,0 +1,67 @@
+"""Tile sizes of the forgetting-attention kernels: the measured tables and the choice per call.
+
+Chosen by measurement on the H200 (``python benchmarks/tune.py``; docs/kernels.md, "Tiles"): per
+head-dim bucket, (longest sequence it serves, config) in increasing length. ``H200_CONFIGS``
+serves the TMA loads (the path the H200 takes), ``POINTER_CONFIGS`` the pointer loads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from kernels import runtime
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    fwd: TileConfig
+    dkdv: TileConfig
+    dq: TileConfig
+    # The forward's unmasked key loop software-pipelined by hand (triton_fwd.py): faster with
+    # small tiles at short sequences, slower elsewhere (docs/kernels.md, "Tiles").
+    fwd_ahead: bool = False
+
+
+H200_CONFIGS: dict[int, tuple[tuple[int, KernelConfig], ...]] = {
+    # One tile per head dim won at every length measured, 2k-16k (docs/kernels.md, "Tiles").
+    64: ((1 << 62, KernelConfig(TileConfig(64, 128, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(128, 64, 4, 3))),),
+    128: ((1 << 62, KernelConfig(TileConfig(128, 128, 8, 3), TileConfig(64, 128, 8, 2), TileConfig(128, 64, 8, 3))),),
+}
+POINTER_CONFIGS: dict[int, tuple[tuple[int, KernelConfig], ...]] = {
+    64: (
+        (2048, KernelConfig(TileConfig(64, 64, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 64, 4, 2), True)),
+        (4096, KernelConfig(TileConfig(64, 64, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(128, 64, 4, 3), True)),
+        (1 << 62, KernelConfig(TileConfig(64, 128, 4, 3), TileConfig(128, 64, 4, 2), TileConfig(64, 128, 4, 3))),
+    ),
+    128: (
+        (2048, KernelConfig(TileConfig(64, 32, 4, 3), TileConfig(64, 128, 8, 3), TileConfig(128, 64, 8, 3))),
+        (1 << 62, KernelConfig(TileConfig(128, 128, 8, 3), TileConfig(64, 128, 8, 3), TileConfig(128, 64, 8, 3))),
+    ),
+}
+# The interpreter runs tile by tile in numpy: small tiles keep it quick and exercise the
+# multi-tile paths at small T.
+INTERPRETER_CONFIG = KernelConfig(TileConfig(32, 16, 4, 1), TileConfig(16, 32, 4, 1), TileConfig(32, 16, 4, 1))
+# fp32 inputs (the exact path: ieee dots, c_i - c_j per element) on the GPU: the bf16 tables' tiles
+# at four bytes an element overflow shared memory at head dim 128 (found on the H200).
+FP32_CONFIG = KernelConfig(TileConfig(32, 32, 4, 2), TileConfig(32, 32, 4, 2), TileConfig(32, 32, 4, 2))
+
+
+def default_config(head_dim: int, seq_len: int, tma: bool = True, dtype: torch.dtype = torch.bfloat16) -> KernelConfig:
+    """The measured tiles for this head dim and length, for TMA or pointer loads."""
+    if runtime.INTERPRET:
+        return INTERPRETER_CONFIG
+    if dtype == torch.float32:
+        return FP32_CONFIG
+    for longest, cfg in (H200_CONFIGS if tma else POINTER_CONFIGS)[64 if head_dim <= 64 else 128]:
+        if seq_len <= longest:
+            return cfg
+    return cfg

@@ -1,0 +1,72 @@
+"""Naive forgetting attention: the ground truth every faster path is tested against.
+
+O = softmax(s * Q K^T + D) V with D_ij = c_i - c_j for j <= i (else -inf), c = cumsum(log f) in
+fp32 over the sequence (docs/fox-notes.md, "Forgetting attention"). Materialises the (T, T) scores: for tests and small
+CPU runs only.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def forgetting_attention_naive(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    log_f: torch.Tensor | None,
+    *,
+    scale: float | None = None,
+    compute_dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """q, k, v: (B, T, H, D); log_f: (B, T, H) or None (plain causal). Returns (B, T, H, D) in q's
+    dtype; the math runs in ``compute_dtype`` (fp64 for the strictest references)."""
+    B, T, H, D = q.shape
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    qf, kf, vf = (t.to(compute_dtype) for t in (q, k, v))
+    scores = torch.einsum("bihd,bjhd->bhij", qf, kf) * scale  # (B, H, T, T)
+    if log_f is not None:
+        c = log_f.to(torch.float32).cumsum(dim=1).to(compute_dtype).transpose(1, 2)  # (B, H, T)
+        scores = scores + (c[..., :, None] - c[..., None, :])
+    causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    scores = scores.masked_fill(~causal, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    return torch.einsum("bhij,bjhd->bihd", probs, vf).to(q.dtype)
+
+
+@torch.no_grad()
+def forgetting_attention_grads_chunked(
+    q, k, v, log_f, do, *, scale=None, chunk=1024, dtype=torch.float64, cumsum_dtype=torch.float32
+):
+    """Output and all four gradients by the explicit formulas of docs/fox-notes.md, "The backward", in ``dtype``
+    and in query chunks, so an fp64 reference fits in memory at 64k tokens.
+
+    ``cumsum_dtype`` fp32 gives the naive reference's semantics; fp64 measures what the fp32 cumsum
+    costs. Returns (o, dq, dk, dv, dlog_f) in ``dtype``; shapes as the inputs. log_f may be None.
+    """
+    B, T, H, D = q.shape
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    q, k, v, do = (t.to(dtype).transpose(1, 2) for t in (q, k, v, do))  # (B, H, T, D)
+    c = None if log_f is None else log_f.to(cumsum_dtype).cumsum(1).to(dtype).transpose(1, 2)  # (B, H, T)
+    o, dq = torch.empty_like(q), torch.empty_like(q)
+    dk, dv = torch.zeros_like(k), torch.zeros_like(v)
+    dc = torch.zeros(B, H, T, dtype=dtype, device=q.device)
+    for i0 in range(0, T, chunk):
+        i1 = min(i0 + chunk, T)
+        s = torch.einsum("bhid,bhjd->bhij", q[:, :, i0:i1], k[:, :, :i1]) * scale  # (B, H, I, J)
+        if c is not None:
+            s += c[:, :, i0:i1, None] - c[:, :, None, :i1]
+        rows = torch.arange(i0, i1, device=q.device)[:, None]
+        s.masked_fill_(rows < torch.arange(i1, device=q.device)[None, :], float("-inf"))
+        p = torch.softmax(s, dim=-1)
+        o[:, :, i0:i1] = p @ v[:, :, :i1]
+        dp = do[:, :, i0:i1] @ v[:, :, :i1].transpose(-1, -2)
+        ds = p * (dp - (p * dp).sum(-1, keepdim=True))
+        dq[:, :, i0:i1] = scale * ds @ k[:, :, :i1]
+        dk[:, :, :i1] += scale * ds.transpose(-1, -2) @ q[:, :, i0:i1]
+        dv[:, :, :i1] += p.transpose(-1, -2) @ do[:, :, i0:i1]
+        dc[:, :, i0:i1] += ds.sum(-1)
+        dc[:, :, :i1] -= ds.sum(-2)
+    dlog_f = None if c is None else dc.flip(-1).cumsum(-1).flip(-1).transpose(1, 2)
+    return tuple(t.transpose(1, 2) for t in (o, dq, dk, dv)) + (dlog_f,)
