@@ -158,9 +158,7 @@ def main(argv=None):
     ap.add_argument("--out", help="JSON file (default: benchmarks/results/<date>_<gpu>_attention.json)")
     ap.add_argument("--configs", help="JSON written by benchmarks/tune.py (else the built-in table)")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("benchmarks/attention.py needs a CUDA GPU", file=sys.stderr)
-        return 2
+    common.cuda_or_exit("attention.py")
     if args.configs:
         import tune
 

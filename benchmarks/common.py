@@ -46,3 +46,10 @@ def write(out: str | Path | None, theme: str, figures: dict, argv: list[str] | N
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**provenance(argv), "theme": theme, **figures}, indent=1))
     return path
+
+
+def cuda_or_exit(name: str) -> None:
+    """The kernel benchmarks time CUDA kernels: without a GPU they say so and exit 2."""
+    if not torch.cuda.is_available():
+        print(f"benchmarks/{name} needs a CUDA GPU", file=sys.stderr)
+        raise SystemExit(2)

@@ -11,7 +11,6 @@ warps), and the bytes it moves over its time. Prints a table, writes JSON. CUDA 
 from __future__ import annotations
 
 import argparse
-import sys
 
 import torch
 import torch.nn.functional as F
@@ -39,9 +38,7 @@ def main(argv=None) -> int:
     ap.add_argument("--vocab", type=int, default=50257)
     ap.add_argument("--out", help="JSON file (default: benchmarks/results/<date>_<gpu>_loss.json)")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("benchmarks/loss.py needs a CUDA GPU", file=sys.stderr)
-        return 2
+    common.cuda_or_exit("loss.py")
     torch.manual_seed(0)
     dev, bf = "cuda", torch.bfloat16
     h = torch.randn(args.rows, args.d, device=dev).to(bf).requires_grad_()

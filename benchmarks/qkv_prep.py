@@ -17,7 +17,6 @@ fastest is what kernels/qkv_prep/op.py should set). Prints a table, writes JSON.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import torch
@@ -63,9 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument("--head-dim", type=int, default=64)
     ap.add_argument("--out", help="JSON file (default: benchmarks/results/<date>_<gpu>_qkv_prep.json)")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("benchmarks/qkv_prep.py needs a CUDA GPU", file=sys.stderr)
-        return 2
+    common.cuda_or_exit("qkv_prep.py")
     torch.manual_seed(0)
     B, T, H, D, eps = args.batch, args.context, args.heads, args.head_dim, 1e-5
     proj = torch.randn(B, T, 3 * H * D + 2 * H + sum(_rest(H, D)) + _pad(H, D),

@@ -4,15 +4,12 @@ heads forget, and parameter counts with throughput. Every string from the store 
 from __future__ import annotations
 
 import html
-import math
 
 import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
-from scipy import stats
-
-from workbench import results
+from workbench import results, stats
 
 # Table 3's column order, with the paper's names.
 SLOT_NAMES = {"rope": "RoPE", "forget_gate": "Forget gate", "qk_norm": "QK-norm", "output_gate": "Output gate",
@@ -23,13 +20,6 @@ BAND = "band: min to max over seeds"
 
 def esc(text) -> str:
     return html.escape(str(text), quote=True)
-
-
-def welch_p(a: list[float], b: list[float]) -> float | None:
-    if len(a) < 2 or len(b) < 2:
-        return None
-    p = stats.ttest_ind(a, b, equal_var=False).pvalue
-    return None if math.isnan(p) else float(p)
 
 
 def ablation_table(runs: pl.DataFrame, table: pl.DataFrame, base: str, metric: str = "val_ppl") -> str:
@@ -46,7 +36,7 @@ def ablation_table(runs: pl.DataFrame, table: pl.DataFrame, base: str, metric: s
             f'<td class="mark" title="{esc(first.get(f"slot.{s}", "?"))}">'
             f'{"&#10003;" if first.get(f"slot.{s}", "none") not in ("none", None) else ""}</td>' for s in SLOT_NAMES)
         ci = f" &plusmn; {r['ci95']:.3f}" if r["ci95"] is not None else ""
-        p = None if r["row"] == base else welch_p(mine[metric].to_list(), base_values)
+        p = None if r["row"] == base else stats.welch_p(mine[metric].to_list(), base_values)
         star = ' <span class="sig" title="p = {:.3g}">&#9733;</span>'.format(p) if p is not None and p < 0.05 else ""
         delta = "" if r["delta"] is None or r["row"] == base else f"{r['delta']:+.3f}"
         paired = ""

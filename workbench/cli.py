@@ -175,6 +175,12 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _store_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workdir", default="wb-runs",
+                   help="tracking store (mlflow.db), artifacts, checkpoints, Ray results (default: wb-runs)")
+    p.add_argument("--tracking-uri", help="an MLflow server (default: sqlite in the workdir)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wb", description="The FoX ablation workbench.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -190,24 +196,21 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("run", help="run a study: every trial not yet finished, on Ray Tune, tracked in MLflow")
     p.add_argument("study", help="a study YAML file")
-    p.add_argument("--workdir", default="wb-runs", help="tracking store (mlflow.db), artifacts, checkpoints, Ray results")
+    _store_options(p)
     p.add_argument("--dry-run", action="store_true", help="list the trials and whether each is done; run nothing")
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start Ray locally)")
-    p.add_argument("--tracking-uri", help="an MLflow server (default: sqlite in the workdir)")
     p.add_argument("--max-concurrent", type=int, help="at most this many trials at once")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("results", help="a study's table from the tracking store: mean and 95%% CI over seeds")
     p.add_argument("study", help="the study's YAML file or its name")
-    p.add_argument("--workdir", default="wb-runs")
-    p.add_argument("--tracking-uri")
+    _store_options(p)
     p.add_argument("--base", help="the variant deltas are taken against (default: the design's base)")
     p.add_argument("--metric", default="val_ppl",
                    help="a final metric of the trials (default val_ppl; e.g. val_loss, tokens_per_s, mfu)")
     p.set_defaults(func=cmd_results)
     p = sub.add_parser("dashboard", help="build the static dashboard site from the tracking store")
     p.add_argument("--study", help="only this study (default: every study in the store)")
-    p.add_argument("--workdir", default="wb-runs")
-    p.add_argument("--tracking-uri")
+    _store_options(p)
     p.add_argument("--out", help="site folder (default: WORKDIR/dashboard)")
     p.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 after building it")
     p.add_argument("--port", type=int, default=8765)

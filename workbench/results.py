@@ -3,23 +3,14 @@ The CLI and the dashboards both read results through here."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import urllib.parse
 from pathlib import Path
 
 import polars as pl
 
+from workbench import stats
 from workbench.tracking import KIND, Store, open_store, quote
-
-# Two-sided 95% Student t quantiles t(0.975, df) for df = 1..30; beyond that the normal's 1.96.
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
-
-def t975(df: int) -> float:
-    return _T975[df - 1] if 1 <= df <= len(_T975) else 1.96
-
 
 def finished_runs(store: Store, study: str) -> list:
     return store._search(f"tags.{KIND} = 'trial' and tags.study = {quote(study)} and attributes.status = 'FINISHED'")
@@ -86,21 +77,19 @@ def _paired(runs: pl.DataFrame, base: str, metric: str) -> pl.DataFrame:
     schema = {"row": pl.String, "paired_seeds": pl.UInt32, "paired_delta": pl.Float64, "paired_ci95": pl.Float64}
     per_seed = (runs.filter(~pl.col("stopped_early")).group_by("row", "seed").agg(pl.col(metric).mean())
                 .filter(pl.col(metric).is_not_null()))
-    base_seeds = per_seed.filter(pl.col("row") == base).select("seed", pl.col(metric).alias("_base"))
-    if base_seeds.is_empty():
-        return pl.DataFrame(schema=schema)
-    diffs = (per_seed.filter(pl.col("row") != base).join(base_seeds, on="seed")
-             .with_columns((pl.col(metric) - pl.col("_base")).alias("_d")))
-    out = diffs.group_by("row").agg(pl.len().alias("paired_seeds"), pl.col("_d").mean().alias("paired_delta"),
-                                    pl.col("_d").std().alias("_sd"))
-    return out.with_columns(_ci95("paired_seeds", "_sd").alias("paired_ci95")).select(list(schema)).cast(schema)
+    base_by_seed = dict(per_seed.filter(pl.col("row") == base).select("seed", metric).iter_rows())
+    rows = []
+    for (row,), group in per_seed.filter(pl.col("row") != base).group_by("row", maintain_order=True):
+        p = stats.paired(dict(group.select("seed", metric).iter_rows()), base_by_seed)
+        if p.n:
+            rows.append({"row": row, "paired_seeds": p.n, "paired_delta": p.delta, "paired_ci95": p.half_width})
+    return pl.DataFrame(rows, schema=schema)
 
 
 def _ci95(count: str, std: str) -> pl.Expr:
-    """95% CI half-width of a mean (Student t) from the columns holding n and the sample std."""
-    return pl.struct(count, std).map_elements(
-        lambda r: t975(r[count] - 1) * r[std] / math.sqrt(r[count]) if r[count] > 1 else None,
-        return_dtype=pl.Float64)
+    """95% CI half-width of a mean (Student t, workbench.stats) from the columns holding n and the
+    sample std."""
+    return pl.struct(count, std).map_elements(lambda r: stats.t_half_width(r[std], r[count]), return_dtype=pl.Float64)
 
 
 def print_table(table: pl.DataFrame, base: str, metric: str = "val_ppl") -> None:

@@ -1,5 +1,5 @@
 """The benchmarks are scripts, not a package: their folder goes on the path, as `python
-benchmarks/x.py` puts it there."""
+benchmarks/attention.py` puts it there."""
 import sys
 from pathlib import Path
 

@@ -59,7 +59,7 @@ def test_forward_run_ahead_matches_the_reference(T, D, gate):
     Q K^T issued before this tile's softmax), forward and all gradients."""
     q, k, v, log_f = inputs(T, D, torch.float32, gate)
     cfg = dataclasses.replace(configs.default_config(D, T), fwd_ahead=True)
-    assert ta._config_from(op._config_ints(cfg)) == cfg  # as the custom op passes it
+    assert op._config_from(op._config_ints(cfg)) == cfg  # as the custom op passes it
     out = op.forgetting_attention_triton(q, k, v, log_f, config=cfg)
     do = torch.randn_like(out)
     assert_matches_reference(out, do, q, k, v, log_f)

@@ -4,7 +4,6 @@ awkward sizes, outputs poisoned with NaN. CPU under the interpreter (CI), CUDA o
 The model on this path against the components' code: tests/workbench/test_model_fused.py."""
 import pytest
 import torch
-import torch.nn.functional as F
 
 from kernels.qkv_prep import op as qp
 from kernels.qkv_prep import prepare_qkv_naive
