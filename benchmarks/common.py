@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # `python benchmarks/x.py` from a checkout without the package installed
+if str(ROOT) not in sys.path:  # `python benchmarks/<name>.py` from a checkout without the package installed
     sys.path.insert(0, str(ROOT))
 
 

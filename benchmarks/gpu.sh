@@ -3,7 +3,7 @@
 # and log under $OUT (default /tmp/bench-out). One device call holds about 10 minutes, so the suite
 # runs in parts; give one or more (default: all):
 #
-#   bash benchmarks/gpu.sh tests       # GPU tests of the kernels and the model        (~2 min)
+#   bash benchmarks/gpu.sh tests       # the GPU tests, the QKV and loss kernels' on CUDA (~3 min)
 #   bash benchmarks/gpu.sh kernels     # attention beside its peers (.peers/), QKV, loss (~5 min)
 #   bash benchmarks/gpu.sh trials      # 125M FoX (Pro) and Transformer (LLaMA), twice   (~6 min)
 #
@@ -20,10 +20,12 @@ status=0
 for part in "${parts[@]}"; do
   case $part in
     tests)
-      # The kernel tests run on CUDA where it is (the same files run under the interpreter in CI).
-      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/kernels tests/workbench/test_model_fused.py \
-        tests/workbench/test_train_gpu.py > "$OUT/gpu-tests.log" 2>&1 || status=1
-      tail -3 "$OUT/gpu-tests.log" ;;
+      # The GPU-only tests (marked gpu), and the QKV and loss kernels' tests, which run on CUDA
+      # where it is (in CI the same files run under the interpreter).
+      timeout 240 python3 -m pytest -q -rf -p no:cacheprovider -m gpu tests > "$OUT/gpu-tests.log" 2>&1 || status=1
+      timeout 120 python3 -m pytest -q -rf -p no:cacheprovider tests/kernels/qkv_prep tests/kernels/loss \
+        >> "$OUT/gpu-tests.log" 2>&1 || status=1
+      grep -E "passed|failed|FAILED" "$OUT/gpu-tests.log" ;;
     kernels)
       timeout 330 python3 benchmarks/attention.py --peers .peers --out "$OUT/attention.json" > "$OUT/attention.log" 2>&1 || status=1
       tail -16 "$OUT/attention.log"

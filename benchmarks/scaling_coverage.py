@@ -1,6 +1,6 @@
 """How often workbench.scaling's 95% intervals cover the truth, on synthetic ladders.
 
-    python scripts/measure_scaling_coverage.py --out docs/results/scaling-coverage.json
+    python benchmarks/scaling_coverage.py [--reps 200] [--boot 200] [--out FILE]
 
 Draws ladders from the known law L = 1.7 + 400 / N^0.34 (sizes log-spaced over 1M-30M, Gaussian
 seed noise), fits each with `fit_law` and reads the interval of the law's loss at 5M (inside the
@@ -12,17 +12,14 @@ ladder with one seed per size, run through the numerics modules. Prints the tabl
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import time
-from pathlib import Path
 
 import numpy as np
 
+import common
 from workbench import scaling_solve as solve
 from workbench.scaling import FitOptions, fit_law
 from workbench.scaling_ladder import Ladder, resample
-from workbench.trial import versions
 
 TARGETS = np.array([5e6, 6e7, 3.6e8])
 # (sizes, seeds per size, noise in nats, resample_points)
@@ -72,23 +69,21 @@ def measure(k: int, seeds: int, sigma: float, resample_points: bool, reps: int, 
             "width_over_ideal": dict(zip(["5M", "60M", "360M"], np.round(np.median(widths, axis=0) / ideal, 2).tolist()))}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--boot", type=int, default=200)
-    ap.add_argument("--out", default="docs/results/scaling-coverage.json")
-    args = ap.parse_args()
+    ap.add_argument("--out", help="JSON file (default: benchmarks/results/<date>_<machine>_scaling_coverage.json)")
+    args = ap.parse_args(argv)
     start = time.time()
     rows = [measure(*shape, args.reps, args.boot) for shape in SHAPES]
     rows.append(measure(4, 1, 0.01, True, args.reps, args.boot, refusal=False))
     for r in rows:
         print(f"{r['sizes']}x{r['seeds']} noise {r['noise_nats']} points {r['resample_points']} refusal {r['refusal']}: "
               f"coverage {r['coverage']} width/ideal {r['width_over_ideal']}", flush=True)
-    record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": f"cpu {platform.machine()}",
-              "versions": versions(), "seconds": round(time.time() - start, 1),
-              "command": f"python scripts/measure_scaling_coverage.py --reps {args.reps} --boot {args.boot}",
+    record = {"seconds": round(time.time() - start, 1),
               "law": "L = 1.7 + 400 / N^0.34, sizes log-spaced over 1M-30M, Gaussian seed noise", "rows": rows}
-    Path(args.out).write_text(json.dumps(record, indent=1))
+    print(f"wrote {common.write(args.out, 'scaling_coverage', record, argv)}")
 
 
 if __name__ == "__main__":
