@@ -194,7 +194,6 @@ def main(argv=None):
             torch.cuda.empty_cache()
     path = common.write(args.out, "attention", results, argv)
     print_table(json.loads(path.read_text()))
-    print(f"wrote {path}")
     return 0
 
 

@@ -41,10 +41,11 @@ def default_out(theme: str) -> Path:
 
 
 def write(out: str | Path | None, theme: str, figures: dict, argv: list[str] | None = None) -> Path:
-    """Write provenance + figures as JSON to ``out`` (default: default_out(theme)); returns the path."""
+    """Write provenance + figures as JSON to ``out`` (default: default_out(theme)), say where; returns the path."""
     path = Path(out) if out else default_out(theme)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**provenance(argv), "theme": theme, **figures}, indent=1))
+    print(f"wrote {path}")
     return path
 
 

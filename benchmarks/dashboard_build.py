@@ -59,9 +59,8 @@ def main(argv=None) -> None:
         size = sum(p.stat().st_size for p in (workdir / "site").iterdir())
     record = {"runs": args.runs, "variants": args.runs // args.seeds, "seeds": args.seeds, "positions": args.positions,
               "fill_seconds": filled, "build_seconds": built, "site_bytes": size}
-    path = common.write(args.out, "dashboard", record, argv)
     print(json.dumps(record, indent=1))
-    print(f"wrote {path}")
+    common.write(args.out, "dashboard", record, argv)
 
 
 if __name__ == "__main__":

@@ -94,9 +94,8 @@ def main(argv=None) -> int:
     for s in sweep:
         print(f"  {s['block_v']:5d} x {s['warps']:2d}: {s['ms']:.3f} ms ({s['tb_per_s']:.2f} TB/s)")
     print(f"accuracy against fp64 ({n} rows): {accuracy}")
-    path = common.write(args.out, "loss", {"shape": vars(args), "results": results, "row_kernel": sweep,
-                                            "accuracy": accuracy}, argv)
-    print(f"wrote {path}")
+    common.write(args.out, "loss", {"shape": vars(args), "results": results, "row_kernel": sweep,
+                                     "accuracy": accuracy}, argv)
     return 0
 
 

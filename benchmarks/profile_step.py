@@ -112,7 +112,7 @@ def main(argv=None):
         "gpu_busy_ms": gpu_ms, "groups_ms": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
         "top_kernels_ms": dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])[:40]),
     }
-    path = common.write(args.out, "profile", result, argv)
+    common.write(args.out, "profile", result, argv)
     if args.trace:
         activities = [torch.profiler.ProfilerActivity.CPU] + ([activity] if device.type == "cuda" else [])
         with torch.profiler.profile(activities=activities) as traced:
@@ -128,7 +128,6 @@ def main(argv=None):
         print(f"  {g:<24} {ms:8.2f} ms")
     for name, ms in list(result["top_kernels_ms"].items())[:25]:
         print(f"    {ms:8.2f}  {name[:110]}")
-    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -132,9 +132,8 @@ def main(argv=None) -> int:
               f"bwd {s['bwd_ms']:.3f} ({s['bwd_tb_per_s']:.2f})")
     for name, acc in accuracy.items():
         print(f"accuracy against fp64, {name}: " + ", ".join(f"{k} {v:.1e}" for k, v in acc.items()))
-    path = common.write(args.out, "qkv_prep", {"shape": vars(args), "results": results, "kernels": sweep,
-                                                "accuracy": accuracy}, argv)
-    print(f"wrote {path}")
+    common.write(args.out, "qkv_prep", {"shape": vars(args), "results": results, "kernels": sweep,
+                                         "accuracy": accuracy}, argv)
     return 0
 
 

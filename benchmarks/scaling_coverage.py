@@ -83,7 +83,7 @@ def main(argv=None) -> None:
               f"coverage {r['coverage']} width/ideal {r['width_over_ideal']}", flush=True)
     record = {"seconds": round(time.time() - start, 1),
               "law": "L = 1.7 + 400 / N^0.34, sizes log-spaced over 1M-30M, Gaussian seed noise", "rows": rows}
-    print(f"wrote {common.write(args.out, 'scaling_coverage', record, argv)}")
+    common.write(args.out, "scaling_coverage", record, argv)
 
 
 if __name__ == "__main__":

@@ -66,11 +66,10 @@ def main(argv=None) -> None:
     study = validate(StudySpec, read_yaml(args.study), args.study)
     with tempfile.TemporaryDirectory() as scratch:
         figures = (overhead if args.what == "overhead" else packing)(study, Path(scratch))
-    path = common.write(args.out, args.what, {"study": args.study, **figures}, argv)
     for key, value in figures.items():
         if not isinstance(value, list):
             print(f"{key:<24} {value:.2f}" if isinstance(value, float) else f"{key:<24} {value}")
-    print(f"wrote {path}")
+    common.write(args.out, args.what, {"study": args.study, **figures}, argv)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ def main(argv=None) -> int:
         means[trial] = statistics.mean(rates) if rates else None
     first = means[args.trials[0]]
     ratios = {t: (first / m if first and m else None) for t, m in means.items()}
-    path = common.write(args.out, "train_throughput", {"runs": runs, "mean_tokens_per_s": means,
+    common.write(args.out, "train_throughput", {"runs": runs, "mean_tokens_per_s": means,
                                                         "first_over_each": ratios}, argv)
     print(f"\n{'trial':<52} {'run':>3} {'tokens/s':>10} {'MFU':>6} {'val_loss':>9}")
     for r in runs:
@@ -66,7 +66,6 @@ def main(argv=None) -> int:
     for trial, ratio in ratios.items():
         if trial != args.trials[0] and ratio:
             print(f"{args.trials[0]} / {trial}: {ratio:.3f}x tokens/s")
-    print(f"wrote {path}")
     return 0 if all("error" not in r for r in runs) else 1
 
 

@@ -188,9 +188,8 @@ def main(argv=None):
     out = {"per_shape": per_shape, "tma": {d: tma_path(d) for d in sorted({s[3] for s in shapes})}}
     if not args.shapes:
         out["table"] = length_table(per_shape)
-    path = common.write(args.out, "tune", out, argv)
+    common.write(args.out, "tune", out, argv)
     print(json.dumps(out.get("table", per_shape)))
-    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

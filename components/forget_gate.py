@@ -5,7 +5,7 @@ Every kind returns log f as fp32 ``[B, T, H]``; ``none`` leaves the attention un
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn as nn
@@ -64,8 +64,15 @@ class DataDependentGateSpec(ComponentSpec):
 
 
 class _DecayTimes(ComponentSpec):
+    """A constant gate per head whose bias starts at the decay times (docs/fox-notes.md, "Forget gate")."""
+
+    learnable: ClassVar[bool]
     decay_time_min: PositiveFloat = 2.0
     decay_time_max: PositiveFloat = 256.0
+
+    def build(self, dims: BlockDims) -> nn.Module:
+        bias = decay_time_bias(dims.n_heads, self.decay_time_min, self.decay_time_max)
+        return ConstantGate(bias, learnable=self.learnable)
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -82,10 +89,7 @@ class BiasOnlyGateSpec(_DecayTimes):
 
     slot = "forget_gate"
     kind: Literal["bias_only"] = "bias_only"
-
-    def build(self, dims: BlockDims) -> nn.Module:
-        bias = decay_time_bias(dims.n_heads, self.decay_time_min, self.decay_time_max)
-        return ConstantGate(bias, learnable=True)
+    learnable = True
 
 
 @register
@@ -94,7 +98,4 @@ class FixedGateSpec(_DecayTimes):
 
     slot = "forget_gate"
     kind: Literal["fixed"] = "fixed"
-
-    def build(self, dims: BlockDims) -> nn.Module:
-        bias = decay_time_bias(dims.n_heads, self.decay_time_min, self.decay_time_max)
-        return ConstantGate(bias, learnable=False)
+    learnable = False

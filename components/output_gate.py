@@ -4,7 +4,7 @@
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn as nn
@@ -61,19 +61,21 @@ class OutputGate(nn.Module):
         return _Gate.apply(o, logit.view(o.shape), self.act_and_slope)
 
 
-@register
-class SigmoidGateSpec(ComponentSpec):
+class _GateSpec(ComponentSpec):
     slot = "output_gate"
+    act_and_slope: ClassVar  # logit -> (act(logit), act'(logit))
+
+    def build(self, dims: BlockDims) -> nn.Module:
+        return OutputGate(dims.d_model, type(self).act_and_slope)
+
+
+@register
+class SigmoidGateSpec(_GateSpec):
     kind: Literal["sigmoid"] = "sigmoid"
-
-    def build(self, dims: BlockDims) -> nn.Module:
-        return OutputGate(dims.d_model, _sigmoid_and_slope)
+    act_and_slope = staticmethod(_sigmoid_and_slope)
 
 
 @register
-class SiluGateSpec(ComponentSpec):
-    slot = "output_gate"
+class SiluGateSpec(_GateSpec):
     kind: Literal["silu"] = "silu"
-
-    def build(self, dims: BlockDims) -> nn.Module:
-        return OutputGate(dims.d_model, _silu_and_slope)
+    act_and_slope = staticmethod(_silu_and_slope)
