@@ -149,6 +149,6 @@ def test_source_fingerprint_names_the_code(tmp_path):
     for package in PACKAGES:
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     assert source_fingerprint(tmp_path) == source_fingerprint() == versions()["source"]
-    edited = tmp_path / "kernels" / "naive.py"
+    edited = tmp_path / "kernels" / "attention" / "naive.py"
     edited.write_text(edited.read_text() + "\n")
     assert source_fingerprint(tmp_path) != source_fingerprint()
