@@ -22,6 +22,10 @@ from workbench.tracking import Store, create_local_store, local_tracking_uri, op
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # Tune's own CSV/JSON/TensorBoard loggers would duplicate what MLflow records.
 os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+# Trials stay in the working directory they start in (on local Ray, the driver's) instead of
+# Tune's per-trial folder, so that data paths relative to where `wb run` ran are found; a trial
+# writes only under its absolute <workdir>/trials/<spec_hash>.
+os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
 
 
 class TuneReporter:

@@ -124,6 +124,7 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
     peak = PEAK_FLOPS.get(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
     rate = trained["tokens_per_s"]
     result.update(
+        **getattr(data, "info", {}),  # brought data: the split and the tokenizer
         unigram_entropy=unigram_entropy(data.val_tokens()),
         tokens_per_s=rate,
         mfu=(flops * rate / peak) if (peak and rate) else None,
