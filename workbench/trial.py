@@ -17,6 +17,7 @@ from workbench.evaluate import evaluate, unigram_entropy
 from workbench.info import flops_per_token, param_counts
 from workbench.model import build_model
 from workbench.specs import TrialSpec
+from workbench.telemetry import PeakMemory, Telemetry, peak_rss_mb
 from workbench.train import PEAK_FLOPS, autocast_for, resolve_device, train
 
 
@@ -104,9 +105,11 @@ class Progress:
         sys.stderr.flush()
 
 
-def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = False) -> dict:
+def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = False,
+              telemetry: Telemetry | None = None) -> dict:
     """Train and evaluate ``trial`` into ``out_dir`` (checkpoint.pt, metrics.jsonl, result.json).
-    A checkpoint already in out_dir is resumed."""
+    A checkpoint already in out_dir is resumed. ``telemetry`` (default: NVML every 5 s on CUDA)
+    samples the GPU on a thread; a reporter with a ``sampler`` attribute is handed the sampler."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if trial.train.cpu_threads:
         torch.set_num_threads(trial.train.cpu_threads)
@@ -117,8 +120,22 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
     echo = Progress(trial.train.tokens) if progress else None
     reporter = reporter or JsonlReporter(out_dir / "metrics.jsonl", echo)
     write_json(out_dir / "spec.json", trial.model_dump(mode="json"))
-    trained = train(trial, model, data, reporter, out_dir / "checkpoint.pt", device)
-    result = evaluate(model, data, trial.eval, data.context, device, autocast_for(trial.train, device))
+    sampler = (telemetry or Telemetry()).sampler(device, progress=lambda: getattr(reporter, "tokens", 0))
+    if sampler is not None:
+        if hasattr(reporter, "sampler"):
+            reporter.sampler = sampler
+        sampler.start()
+    try:
+        with PeakMemory(device) as train_peak:
+            trained = train(trial, model, data, reporter, out_dir / "checkpoint.pt", device)
+        with PeakMemory(device) as eval_peak:
+            result = evaluate(model, data, trial.eval, data.context, device, autocast_for(trial.train, device))
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    # Memory in MB: the GPU allocator's peaks (None off CUDA) and the process's peak resident set.
+    result.update(peak_memory_train_mb=train_peak.mb, peak_memory_eval_mb=eval_peak.mb, peak_rss_mb=peak_rss_mb(),
+                  **(sampler.summary() if sampler is not None else {}))
     counts = param_counts(trial.model)
     flops = flops_per_token(trial.model, data.context)["train"]
     peak = PEAK_FLOPS.get(torch.cuda.get_device_name(device)) if device.type == "cuda" else None

@@ -97,7 +97,8 @@ def test_a_tiny_trial_trains_on_each_format(files, tmp_path, name):
     assert np.isfinite(result["val_loss"]) and result["val_loss"] < np.log(vocab)  # learnt something
     split = result["data_split"]
     assert split["train_documents"] > 0 and split["val_documents"] > 0
-    assert result["spec_hash"] == spec.spec_hash()
+    assert result["spec_hash"] == spec.spec_hash() and result["peak_rss_mb"] > 0
+    assert result["peak_memory_train_mb"] is None  # CPU: no GPU allocator, the RSS stands in
 
 
 def test_documents_are_memory_mapped_and_tokenized_once(files):
