@@ -8,6 +8,7 @@ names its own held-out part; the result states the split and the tokenizer.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Iterator
 
@@ -33,6 +34,7 @@ class FlatDocs:
         self._tokens = [t for t, _ in segments]
         self._offsets = [o for _, o in segments]
         self._first = np.concatenate([[0], np.cumsum([len(o) - 1 for o in self._offsets])]).astype(np.int64)
+        self._lengths = np.concatenate([np.diff(np.asarray(o)) for o in self._offsets] or [np.zeros(0, np.int64)])
         self.index = np.arange(self._first[-1]) if index is None else np.asarray(index, dtype=np.int64)
 
     def __len__(self) -> int:
@@ -49,12 +51,11 @@ class FlatDocs:
 
     def lengths(self) -> np.ndarray:
         """Tokens per document (int64), without reading the tokens."""
-        every = np.concatenate([np.diff(np.asarray(o)) for o in self._offsets]) if self._offsets else np.zeros(0, np.int64)
-        return every[self.index]
+        return self._lengths[self.index]
 
     def subset(self, index: np.ndarray) -> "FlatDocs":
         out = FlatDocs.__new__(FlatDocs)
-        out._tokens, out._offsets, out._first = self._tokens, self._offsets, self._first
+        out._tokens, out._offsets, out._first, out._lengths = self._tokens, self._offsets, self._first, self._lengths
         out.index = self.index[index]
         return out
 
@@ -84,8 +85,11 @@ class SourceData(DocumentData):
 
         picks = np.flatnonzero(self.val_docs.lengths() > length)[:sequences]
         rows = [np.asarray(self.val_docs[int(i)][: length + 1], dtype=np.int64) for i in picks]
-        return [Batch(torch.from_numpy(np.stack(rows[i : i + batch_size]))[:, :-1],
-                      torch.from_numpy(np.stack(rows[i : i + batch_size]))[:, 1:]) for i in range(0, len(rows), batch_size)]
+        out = []
+        for i in range(0, len(rows), batch_size):
+            seq = torch.from_numpy(np.stack(rows[i : i + batch_size]))
+            out.append(Batch(seq[:, :-1], seq[:, 1:]))
+        return out
 
     def val_tokens(self) -> Iterator[np.ndarray]:
         """The held-out tokens in pieces of about ENTROPY_CHUNK, never all at once."""
@@ -174,12 +178,23 @@ def _dataset_docs(spec: DatasetData, split: str | None, field: str, tokenizer, t
     return _cached_docs(key, batches, spec, tokenizer, limit, vocab_size, f"{where}, column {column!r}")
 
 
+def _shard_index(path: Path, tokens: np.ndarray, eot: int | None) -> tuple[np.ndarray, int]:
+    """A shard's document offsets and largest id: scanned once, then read from the token cache."""
+    def build(folder: Path) -> None:
+        offsets, top = scan(tokens, eot)
+        np.save(folder / "offsets.npy", offsets)
+        (folder / "meta.json").write_text(json.dumps({"max_id": top}))
+
+    folder = cached({"shard": file_stamps([path]), "eot": eot}, build)
+    return np.load(folder / "offsets.npy", mmap_mode="r"), json.loads((folder / "meta.json").read_text())["max_id"]
+
+
 def _shard_docs(spec: ShardData, raw: list[str], field: str, vocab_size: int) -> FlatDocs:
     segments, magics = [], set()
     for path in find_files(raw, f"data.{field}", (".bin",)):
         tokens, eot = open_shard(path, f"data.{field}")
         magics.add(eot)
-        offsets, top = scan(tokens, eot if spec.eot_token == "auto" else spec.eot_token)
+        offsets, top = _shard_index(path, tokens, eot if spec.eot_token == "auto" else spec.eot_token)
         _check_vocab(top, vocab_size, f"data.{field}: {path}")
         segments.append((tokens, offsets))
     if len(magics) > 1 and spec.eot_token == "auto":

@@ -75,9 +75,10 @@ def _jsonl(path: Path, column: str, field: str) -> Iterator[pa.Array]:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise SpecError(f"data.paths: {path} line {number} is not JSON ({e.msg})") from None
-            if not isinstance(row, dict) or column not in row:
-                names = list(row) if isinstance(row, dict) else []
-                raise _missing(column, field, f"{path} line {number}", names)
+            if not isinstance(row, dict):
+                raise SpecError(f"data.paths: {path} line {number} is not a JSON object (JSON lines: one object per line)")
+            if column not in row:
+                raise _missing(column, field, f"{path} line {number}", list(row))
             rows.append(row[column])
             if len(rows) == BATCH_ROWS:
                 yield _array(rows, column, field, path)

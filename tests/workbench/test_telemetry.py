@@ -87,12 +87,14 @@ def study_run(tmp_path_factory):
                                             "changes": [{"name": "no gate", "set": {"model.attention.forget_gate": "none"}}]}})
     # The fake source travels to the trial processes as the real one would: inside the Telemetry option.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    cwd = os.getcwd()
+    cwd, cache = os.getcwd(), os.environ.get("WB_DATA_CACHE")
     os.chdir(tmp)  # the driver's working directory, which the relative data path is read from
+    os.environ["WB_DATA_CACHE"] = str(tmp / "cache")  # the trials' processes inherit it
     try:
         run = run_study(study, tmp / "w", max_concurrent=1, telemetry=Telemetry(period_s=0.05, source=FakeGPU()))
     finally:
         os.chdir(cwd)
+        os.environ.pop("WB_DATA_CACHE") if cache is None else os.environ.update(WB_DATA_CACHE=cache)
         ray.shutdown()
     return tmp / "w", run
 
@@ -116,3 +118,4 @@ def test_samples_reach_the_mlflow_run_as_system_metrics(study_run):
         assert 90 <= metrics["gpu_utilization_mean"] <= 100 and metrics["peak_rss_mb"] > 0
         result = json.loads(open(client.download_artifacts(r.info.run_id, "result.json")).read())
         assert result["telemetry_samples"] >= len(history) - 1 and result["data_split"]["val_documents"] >= 1
+    assert any((workdir.parent / "cache").iterdir())  # the table was tokenized into the study's cache
