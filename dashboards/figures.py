@@ -145,19 +145,35 @@ def forgetting_heads_figure(maps: dict[str, np.ndarray], log_eps: float) -> go.F
                              height=320 * rows + 80, margin={"t": 90})
 
 
+MEMORY_KEYS = ("peak_memory_train_mb", "peak_memory_eval_mb", "peak_rss_mb")
+MEMORY_NAMES = {"peak_memory_train_mb": "GPU, training", "peak_memory_eval_mb": "GPU, evaluation",
+                "peak_rss_mb": "host (peak RSS)"}
+
+
+def _has(frame: pl.DataFrame, key: str) -> bool:
+    return key in frame.columns and frame[key].drop_nulls().len() > 0
+
+
 def cost_figure(per_variant: pl.DataFrame) -> go.Figure:
-    """per_variant: variant, n_params, tokens_per_s, mfu and, where a variant has a forget gate,
-    acp_kept_fraction (means over seeds): the share of causal pairs above adaptive computation
-    pruning's threshold, what pruning would compute (small: fast-forgetting heads)."""
+    """per_variant: variant, n_params, tokens_per_s, mfu and, where recorded (means over seeds):
+    acp_kept_fraction (the share of causal pairs above adaptive computation pruning's threshold,
+    what pruning would compute; small: fast-forgetting heads), peak memory in MB (the GPU
+    allocator's peak in training and in evaluation; without a GPU the process's peak resident
+    set) and gpu_utilization_mean (%, NVML's utilisation sampled during the trial)."""
     names = [esc(v) for v in per_variant["variant"].to_list()]
-    has_mfu = "mfu" in per_variant.columns and per_variant["mfu"].drop_nulls().len() > 0
-    keys = ["n_params", "tokens_per_s", "mfu"]
-    titles = ["parameters", "throughput (tokens/s)", "MFU" if has_mfu else "MFU (n/a: no GPU peak)"]
-    if "acp_kept_fraction" in per_variant.columns and per_variant["acp_kept_fraction"].drop_nulls().len() > 0:
-        keys.append("acp_kept_fraction")
-        titles.append(KEPT_TITLE)
-    fig = make_subplots(1, len(keys), subplot_titles=titles)
-    for col, key in enumerate(keys, start=1):
-        values = per_variant[key].to_list() if key in per_variant.columns else [None] * len(names)
-        fig.add_trace(go.Bar(x=names, y=values, showlegend=False), row=1, col=col)
-    return fig.update_layout(height=380, margin={"t": 60})
+    panels = [(["n_params"], "parameters"), (["tokens_per_s"], "throughput (tokens/s)"),
+              (["mfu"], "MFU" if _has(per_variant, "mfu") else "MFU (n/a: no GPU peak)")]
+    if _has(per_variant, "acp_kept_fraction"):
+        panels.append((["acp_kept_fraction"], KEPT_TITLE))
+    gpu_memory = [k for k in MEMORY_KEYS[:2] if _has(per_variant, k)]
+    if gpu_memory or _has(per_variant, "peak_rss_mb"):
+        panels.append((gpu_memory or ["peak_rss_mb"], "peak memory (MB)" if gpu_memory else "peak memory (MB, host: no GPU)"))
+    if _has(per_variant, "gpu_utilization_mean"):
+        panels.append((["gpu_utilization_mean"], "GPU utilisation (%, mean)"))
+    fig = make_subplots(1, len(panels), subplot_titles=[title for _, title in panels])
+    for col, (keys, _) in enumerate(panels, start=1):
+        for key in keys:
+            values = per_variant[key].to_list() if key in per_variant.columns else [None] * len(names)
+            fig.add_trace(go.Bar(x=names, y=values, name=MEMORY_NAMES.get(key, key), showlegend=len(keys) > 1),
+                          row=1, col=col)
+    return fig.update_layout(height=380, margin={"t": 60}, barmode="group")

@@ -114,10 +114,11 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
         page.figure(figures.forgetting_heads_figure(heads, log_eps))
         page.html("</section>")
 
-    cost_cols = [c for c in ("n_params", "tokens_per_s", "mfu", "acp_kept_fraction") if c in frame.columns]
+    cost_cols = [c for c in ("n_params", "tokens_per_s", "mfu", "acp_kept_fraction", *figures.MEMORY_KEYS,
+                             "gpu_utilization_mean") if c in frame.columns]
     per_variant = frame.group_by("variant", maintain_order=True).agg(pl.col(c).mean() for c in cost_cols)
     per_variant = per_variant.with_columns(pl.col("variant").replace_strict({v: i for i, v in enumerate(order)}, return_dtype=pl.Int64).alias("_o")).sort("_o")
-    page.html("<section><h2>Parameters, throughput and MFU</h2>")
+    page.html("<section><h2>Parameters, throughput, MFU, memory and GPU use</h2>")
     page.figure(figures.cost_figure(per_variant))
     page.html(f'</section><p class="note">{frame.height} finished trial rows from {len(runs)} tracked runs; '
               "every number on this page is read from the tracking store.</p>")

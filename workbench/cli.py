@@ -98,8 +98,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             name = f"{t.variant} [{t.point_label}]" if t.search_point else t.variant
             print(f"{name[:36]:<36} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  {status}{also}")
         return 0
+    from workbench.telemetry import Telemetry
+
     run = run_study(study, workdir, ray_address=args.ray_address, tracking_uri=args.tracking_uri,
-                    max_concurrent=args.max_concurrent)
+                    max_concurrent=args.max_concurrent, telemetry=Telemetry(period_s=args.gpu_sample_seconds))
     ran = list(run.outcomes.values())
     before = sum(t.spec_hash in run.done for t in run.trials if not t.optuna_samples)
     print(f"\nstudy {study.name!r}: {len(run.trials)} trials or searches; {before} trials were already done; "
@@ -200,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="list the trials and whether each is done; run nothing")
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start Ray locally)")
     p.add_argument("--max-concurrent", type=int, help="at most this many trials at once")
+    p.add_argument("--gpu-sample-seconds", type=float, default=5.0,
+                   help="sample each trial's GPU (utilisation, memory, power) this often; 0: never (default 5)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("results", help="a study's table from the tracking store: mean and 95%% CI over seeds")
     p.add_argument("study", help="the study's YAML file or its name")

@@ -59,22 +59,29 @@ class Batch:
     y: torch.Tensor  # (B, T) long targets, IGNORE where no loss
 
 
+def doc_lengths(docs) -> np.ndarray:
+    """Tokens per document; memory-mapped documents (workbench.documents) tell without a pass."""
+    lengths = getattr(docs, "lengths", None)
+    return lengths() if callable(lengths) else np.array([len(d) for d in docs], dtype=np.int64)
+
+
 class DocumentData:
     """Documents as int64 arrays; training windows anywhere inside a long-enough document."""
 
     def __init__(self, train_docs, val_docs, context: int, vocab_size: int, tokenizer=None, source="data"):
         self.train_docs, self.val_docs = train_docs, val_docs
         self.context, self.vocab_size, self.tokenizer = context, vocab_size, tokenizer
-        if not train_docs or sum(len(d) for d in train_docs) == 0:
+        self.info: dict = {}  # what the result states about the data (split, tokenizer)
+        lengths = doc_lengths(train_docs)
+        if lengths.sum() == 0:
             raise SpecError(f"{source}: the corpus is empty (no training documents with any tokens)")
-        lengths = np.array([len(d) for d in train_docs])
         self._eligible = np.flatnonzero(lengths > context)
         if len(self._eligible) == 0:
             raise SpecError(
                 f"data.context={context} is longer than every training document (longest: "
                 f"{lengths.max()} tokens); lower data.context or use longer documents"
             )
-        if not any(len(d) > context for d in val_docs):
+        if not (doc_lengths(val_docs) > context).any():
             raise SpecError(
                 f"data: no held-out document is longer than data.context={context} "
                 f"({len(val_docs)} held-out documents); add documents or raise data.val_fraction"
@@ -198,10 +205,20 @@ def load_corpus(spec: CorpusData) -> DocumentData:
     if not texts:
         raise SpecError(f"data: the corpus is empty (no non-empty files with suffixes {spec.suffixes} in {spec.paths or 'the standard library'})")
     train_texts, val_texts = split_documents(texts, spec.val_fraction)
-    tokenizer = ByteTokenizer() if spec.tokenizer == "byte" else BPETokenizer(train_texts, spec.bpe_vocab_size)
+    if spec.tokenizer == "byte":
+        tokenizer = ByteTokenizer()
+    elif spec.tokenizer == "bpe":
+        tokenizer = BPETokenizer(train_texts, spec.bpe_vocab_size)
+    else:
+        from workbench.tokenizer import FileTokenizer
+
+        tokenizer = FileTokenizer(spec.tokenizer.path, spec.tokenizer.sha256)
     encode = tokenizer.encode
-    return DocumentData([encode(t) for t in train_texts], [encode(t) for t in val_texts], spec.context,
+    data = DocumentData([encode(t) for t in train_texts], [encode(t) for t in val_texts], spec.context,
                         tokenizer.vocab_size, tokenizer, source="data")
+    if hasattr(tokenizer, "identity"):  # a tokenizer file: its identity goes into the result
+        data.info = {"tokenizer": tokenizer.identity()}
+    return data
 
 
 def _read_tokens(raw: str, field: str, spec: TokenData) -> np.ndarray:
@@ -236,6 +253,10 @@ def load_tokens(spec: TokenData, vocab_size: int) -> DocumentData:
 
 def load_data(spec, vocab_size: int, seed: int):
     """The trial's data: DocumentData or MQARTask."""
+    if spec.kind in ("hf_dataset", "table", "shards"):
+        from workbench.documents import load_documents
+
+        return load_documents(spec, vocab_size)
     if isinstance(spec, MQARData):
         return MQARTask(spec, seed)
     if isinstance(spec, TokenData):

@@ -14,10 +14,19 @@ from workbench.data import IGNORE, DocumentData, MQARTask
 from workbench.specs import EvalSpec
 
 
-def unigram_entropy(tokens: np.ndarray) -> float:
+def unigram_entropy(tokens) -> float:
     """Entropy of the validation split's token frequencies, nats/token: the loss of the best model
-    that ignores context, a floor any useful model must beat."""
-    counts = np.bincount(np.asarray(tokens, dtype=np.int64))
+    that ignores context, a floor any useful model must beat. ``tokens``: an array, or an iterable
+    of arrays (a split larger than memory, counted a piece at a time)."""
+    pieces = [tokens] if isinstance(tokens, np.ndarray) else tokens
+    counts = np.zeros(0, dtype=np.int64)
+    for piece in pieces:
+        found = np.bincount(np.asarray(piece, dtype=np.int64))
+        if len(found) > len(counts):
+            found[: len(counts)] += counts
+            counts = found
+        else:
+            counts[: len(found)] += found
     p = counts[counts > 0] / counts.sum()
     return float(-(p * np.log(p)).sum())
 

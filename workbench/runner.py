@@ -22,41 +22,53 @@ from workbench.tracking import Store, create_local_store, local_tracking_uri, op
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # Tune's own CSV/JSON/TensorBoard loggers would duplicate what MLflow records.
 os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+# Trials stay in the working directory they start in (on local Ray, the driver's) instead of
+# Tune's per-trial folder, so that data paths relative to where `wb run` ran are found; a trial
+# writes only under its absolute <workdir>/trials/<spec_hash>.
+os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
 
 
 class TuneReporter:
-    """Buffers the step metrics; hands them to Tune with each validation result."""
+    """Buffers the step metrics, and the GPU samples of ``sampler`` (set by run_trial where one
+    runs); hands both to Tune with each validation result (``wb_steps``, ``wb_system``)."""
 
     def __init__(self):
         self.steps: list[dict] = []
+        self.tokens = 0  # trained so far: the step of each GPU sample
+        self.sampler = None
 
     def report(self, tokens: int, metrics: dict) -> None:
         from ray import tune
 
+        self.tokens = tokens
         self.steps.append({"tokens": tokens, **metrics})
         if "val_loss" in metrics:
-            tune.report({"tokens": tokens, "val_loss": metrics["val_loss"], "wb_steps": self.take()})
+            tune.report({"tokens": tokens, "val_loss": metrics["val_loss"], "wb_steps": self.take(),
+                         "wb_system": self.take_system()})
 
     def take(self) -> list[dict]:
         steps, self.steps = self.steps, []
         return steps
 
+    def take_system(self) -> list[dict]:
+        return self.sampler.take() if self.sampler is not None else []
 
-def train_trial(tune_config: dict) -> None:
+
+def train_trial(tune_config: dict, telemetry=None) -> None:
     """The Ray Tune trainable: one trial, from its spec's JSON (param_space["t"])."""
     from workbench.specs import TrialSpec
 
     config = tune_config["t"]
-    _run_and_report(TrialSpec.model_validate_json(config["spec"]), Path(config["dir"]), config["cpus"])
+    _run_and_report(TrialSpec.model_validate_json(config["spec"]), Path(config["dir"]), config["cpus"], telemetry)
 
 
-def train_search_trial(tune_config: dict, template: str, workdir: str, cpus: float) -> None:
+def train_search_trial(tune_config: dict, template: str, workdir: str, cpus: float, telemetry=None) -> None:
     """The trainable of an Optuna search: the template trial with the drawn values set."""
     from workbench.specs import TrialSpec
     from workbench.study import Trial, with_point
 
     trial = with_point(Trial("", 0, TrialSpec.model_validate_json(template)), search_point(tune_config))
-    _run_and_report(trial.spec, Path(workdir) / "trials" / trial.spec_hash, cpus)
+    _run_and_report(trial.spec, Path(workdir) / "trials" / trial.spec_hash, cpus, telemetry)
 
 
 def search_point(tune_config: dict) -> dict:
@@ -64,7 +76,7 @@ def search_point(tune_config: dict) -> dict:
     return {key.replace("__", "."): value for key, value in tune_config.items()}
 
 
-def _run_and_report(spec, out: Path, cpus: float) -> None:
+def _run_and_report(spec, out: Path, cpus: float, telemetry=None) -> None:
     import torch
     from ray import tune
 
@@ -74,12 +86,13 @@ def _run_and_report(spec, out: Path, cpus: float) -> None:
         torch.set_num_threads(max(1, int(cpus)))
     reporter = TuneReporter()
     try:
-        result = run_trial(spec, out, reporter)
+        result = run_trial(spec, out, reporter, telemetry=telemetry)
     except Exception as e:  # recorded FAILED with its reason; the study goes on
-        tune.report({"wb_failed": f"{type(e).__name__}: {e}", "wb_steps": reporter.take()})
+        tune.report({"wb_failed": f"{type(e).__name__}: {e}", "wb_steps": reporter.take(),
+                     "wb_system": reporter.take_system()})
         return
     tune.report({"tokens": result["train_tokens"], "val_loss": result["val_loss"], "wb_done": True,
-                 "wb_result": result, "wb_steps": reporter.take()})
+                 "wb_result": result, "wb_steps": reporter.take(), "wb_system": reporter.take_system()})
 
 
 @dataclass
@@ -128,6 +141,9 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             run_id, out = self.runs[trial.trial_id], self._outcome(trial)
             rows = [(k, v, s["tokens"]) for s in result.get("wb_steps", []) for k, v in s.items()
                     if k not in ("tokens", "step") and isinstance(v, (int, float))]
+            # GPU samples keep the time they were taken: MLflow's UI plots system metrics by it.
+            rows += [(k, v, s["tokens"], s["time_ms"]) for s in result.get("wb_system", []) for k, v in s.items()
+                     if k.startswith("system/")]
             store.log_metrics(run_id, rows)
             if result.get("wb_done"):
                 store.finish_trial(run_id, result["wb_result"])
@@ -210,7 +226,9 @@ def plan(study: StudySpec, workdir: Path, tracking_uri: str | None) -> tuple[lis
 
 
 def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None, tracking_uri: str | None = None,
-              max_concurrent: int | None = None) -> StudyRun:
+              max_concurrent: int | None = None, telemetry=None) -> StudyRun:
+    """Run the study's trials that are not done. ``telemetry`` (a workbench.telemetry.Telemetry,
+    default NVML every 5 s on CUDA) is how each trial samples its GPU."""
     if ray_address is not None and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").exists():
         # `ray start` turns token authentication on and keeps the token in ~/.ray/auth_token; a
         # driver sends it only with RAY_AUTH_MODE=token (Ray 2.60), read when ray is first imported.
@@ -250,23 +268,24 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     else:
         groups = [plain] if plain else []
     for group in groups:
-        _fit(study, group, workdir, callback, max_concurrent)
+        _fit(study, group, workdir, callback, max_concurrent, telemetry)
     for template in (t for t in todo if t.optuna_samples):
-        _fit_optuna(study, template, store, workdir, callback, max_concurrent)
+        _fit_optuna(study, template, store, workdir, callback, max_concurrent, telemetry)
     failed = sum(o.status != "FINISHED" for o in outcomes.values())
     store.end_study(parent_id, failed)
     return StudyRun(trials, done, outcomes)
 
 
 
-def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_concurrent: int | None) -> None:
+def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_concurrent: int | None, telemetry=None) -> None:
     from ray import tune
 
     configs = [{"key": t.spec_hash, "spec": t.spec.model_dump_json(), "dir": str(workdir / "trials" / t.spec_hash),
                 "cpus": study.resources.cpu} for t in trials]
     scheduler = _asha(study, trials)
     tuner = tune.Tuner(
-        tune.with_resources(train_trial, {"cpu": study.resources.cpu, "gpu": study.resources.gpu}),
+        tune.with_resources(tune.with_parameters(train_trial, telemetry=telemetry),
+                            {"cpu": study.resources.cpu, "gpu": study.resources.gpu}),
         param_space={"t": tune.grid_search(configs)},
         tune_config=tune.TuneConfig(
             scheduler=scheduler, max_concurrent_trials=max_concurrent,
@@ -293,7 +312,8 @@ def _optuna_done(store: Store, study: StudySpec, template: Trial) -> int:
     return len(_prior_draws(store, study, template))
 
 
-def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, callback, max_concurrent) -> None:
+def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, callback, max_concurrent,
+                telemetry=None) -> None:
     """An Optuna search for one (variant, seed), warm-started with the draws already finished."""
     from ray import tune
     from ray.tune.search.optuna import OptunaSearch
@@ -311,7 +331,7 @@ def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, 
     scheduler = _asha(study, [template])
     callback.resolve = lambda config: with_point(template, search_point(config))
     trainable = tune.with_parameters(train_search_trial, template=template.spec.model_dump_json(),
-                                     workdir=str(workdir), cpus=study.resources.cpu)
+                                     workdir=str(workdir), cpus=study.resources.cpu, telemetry=telemetry)
     tuner = tune.Tuner(
         tune.with_resources(trainable, {"cpu": study.resources.cpu, "gpu": study.resources.gpu}),
         param_space=space,

@@ -10,13 +10,10 @@ so those trials keep their hashes.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from functools import partial
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -33,39 +30,14 @@ from pydantic import (
 import components
 from components.registry import ComponentSpec
 from kernels.attention.pruning import check_tolerance
+from workbench.data_specs import DatasetData, ShardData, TableData, Tokenizer, tokenizer_vocab
 from workbench.presets import apply_preset
+from workbench.spec_base import Spec
 
 
 def Slot(slot: str):
     """Field type of one component slot: accepts a bare kind or a mapping with ``kind``."""
     return Annotated[SerializeAsAny[ComponentSpec], BeforeValidator(partial(components.parse, slot))]
-
-
-class Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    _execution_only: ClassVar[frozenset[str]] = frozenset()
-    _new_fields: ClassVar[frozenset[str]] = frozenset()
-
-    def _identity_exclude(self) -> dict:
-        """pydantic's nested ``exclude`` for the execution-only fields of this spec and its parts,
-        and for its new fields while they hold their defaults."""
-        out: dict = dict.fromkeys(self._execution_only, True)
-        fields = type(self).model_fields
-        out.update((name, True) for name in self._new_fields if getattr(self, name) == fields[name].default)
-        for name in fields:
-            value = getattr(self, name)
-            if isinstance(value, Spec) and (sub := value._identity_exclude()):
-                out[name] = sub
-        return out
-
-    def canonical_json(self) -> str:
-        """The identity's JSON: every field but the execution-only ones, keys sorted."""
-        data = self.model_dump(mode="json", exclude=self._identity_exclude() or None)
-        return json.dumps(data, sort_keys=True, separators=(",", ":"))
-
-    def spec_hash(self) -> str:
-        """First 16 hex digits of the SHA-256 of the canonical JSON: the identity of the spec."""
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
 
 
 class AttentionSpec(Spec):
@@ -158,13 +130,14 @@ class ModelSpec(Spec):
 class CorpusData(Spec):
     """Text documents: ``builtin`` (the Python standard library's own source files, present on
     every Python installation: no download) or ``text`` (the user's files and folders).
-    Tokenized by bytes (vocab 256) or by a BPE trained locally on the training split."""
+    Tokenized by bytes (vocab 256), by a BPE trained locally on the training split, or by a
+    Hugging Face tokenizer.json from disk (``workbench.data_specs.HFTokenizerSpec``)."""
 
     kind: Literal["builtin", "text"] = "builtin"
     paths: list[str] = []
     suffixes: list[str] = [".py", ".txt", ".md"]
     context: PositiveInt = 256
-    tokenizer: Literal["byte", "bpe"] = "byte"
+    tokenizer: Tokenizer = "byte"
     bpe_vocab_size: PositiveInt = 4096
     val_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.05
     max_bytes: PositiveInt | None = 20_000_000
@@ -219,7 +192,8 @@ class MQARData(Spec):
         return self
 
 
-DataSpec = Annotated[CorpusData | TokenData | MQARData, Field(discriminator="kind")]
+DataSpec = Annotated[CorpusData | TokenData | MQARData | DatasetData | TableData | ShardData,
+                    Field(discriminator="kind")]
 
 
 class TrainSpec(Spec):
@@ -283,15 +257,24 @@ class TrialSpec(Spec):
         if need is not None and need > self.model.vocab_size:
             raise ValueError(
                 f"model.vocab_size={self.model.vocab_size} is smaller than the data's vocabulary "
-                f"({need} for data.kind={self.data.kind!r}); set model.vocab_size to at least {need}"
+                f"({need} for data.kind={self.data.kind!r}{_tokenizer_note(self.data)}); set model.vocab_size to at least {need}"
             )
         return self
 
 
+def _tokenizer_note(data) -> str:
+    tok = getattr(data, "tokenizer", None)
+    return f" with the tokenizer {tok.path}" if getattr(tok, "path", None) else ""
+
+
 def data_vocab_size(data) -> int | None:
-    """Vocabulary the data needs, where the spec alone tells (token files are checked on load)."""
+    """Vocabulary the data needs, where the spec alone tells (token ids are checked on load)."""
     if isinstance(data, MQARData):
         return data.vocab_needed
     if isinstance(data, CorpusData):
-        return 256 if data.tokenizer == "byte" else data.bpe_vocab_size
+        return data.bpe_vocab_size if data.tokenizer == "bpe" else tokenizer_vocab(data.tokenizer)
+    if isinstance(data, (DatasetData, TableData)):
+        return tokenizer_vocab(data.effective_tokenizer())
+    if isinstance(data, ShardData):
+        return tokenizer_vocab(data.tokenizer)
     return None

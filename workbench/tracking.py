@@ -17,7 +17,9 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 KIND = "wb_kind"  # tag: "study" or "trial"
 FINAL_METRICS = ("val_loss", "val_ppl", "unigram_entropy", "tokens_per_s", "mfu", "n_params",
-                 "n_params_non_embedding", "train_tokens", "mqar_accuracy", "acp_kept_fraction")
+                 "n_params_non_embedding", "train_tokens", "mqar_accuracy", "acp_kept_fraction",
+                 "peak_memory_train_mb", "peak_memory_eval_mb", "peak_rss_mb", "gpu_utilization_mean",
+                 "gpu_power_watts_mean")
 
 
 def local_tracking_uri(workdir: Path) -> str:
@@ -117,9 +119,10 @@ class Store:
             self.client.log_batch(run_id, params=params[i : i + 100])
         return run_id
 
-    def log_metrics(self, run_id: str, rows: list[tuple[str, float, int]]) -> None:
+    def log_metrics(self, run_id: str, rows: list[tuple]) -> None:
+        """Rows of (name, value, step) logged now, or (name, value, step, time in ms since the epoch)."""
         now = int(time.time() * 1000)
-        metrics = [Metric(k, float(v), now, int(step)) for k, v, step in rows if v is not None]
+        metrics = [Metric(r[0], float(r[1]), int(r[3]) if len(r) > 3 else now, int(r[2])) for r in rows if r[1] is not None]
         for i in range(0, len(metrics), 1000):
             self.client.log_batch(run_id, metrics=metrics[i : i + 1000])
 

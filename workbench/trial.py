@@ -18,6 +18,7 @@ from workbench.evaluate import evaluate, unigram_entropy
 from workbench.info import flops_per_token, param_counts
 from workbench.model import build_model
 from workbench.specs import TrialSpec
+from workbench.telemetry import PeakMemory, Telemetry, peak_rss_mb
 from workbench.train import PEAK_FLOPS, autocast_for, resolve_device, train
 
 
@@ -106,10 +107,11 @@ class Progress:
 
 
 def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = False,
-              execution: Execution | None = None) -> dict:
+              execution: Execution | None = None, telemetry: Telemetry | None = None) -> dict:
     """Train and evaluate ``trial`` into ``out_dir`` (checkpoint.pt, metrics.jsonl, result.json).
     A checkpoint already in out_dir is resumed. ``execution``: how it runs (default: what its
-    TrainSpec asks for); never part of its identity."""
+    TrainSpec asks for); never part of its identity. ``telemetry`` (default: NVML every 5 s on
+    CUDA) samples the GPU on a thread; a reporter with a ``sampler`` attribute is handed the sampler."""
     execution = execution or Execution.of_trial(trial.train)
     out_dir.mkdir(parents=True, exist_ok=True)
     if trial.train.cpu_threads:
@@ -121,13 +123,28 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
     echo = Progress(trial.train.tokens) if progress else None
     reporter = reporter or JsonlReporter(out_dir / "metrics.jsonl", echo)
     write_json(out_dir / "spec.json", trial.model_dump(mode="json"))
-    trained = train(trial, model, data, reporter, out_dir / "checkpoint.pt", device, execution)
-    result = evaluate(model, data, trial.eval, data.context, device, autocast_for(trial.train, device))
+    sampler = (telemetry or Telemetry()).sampler(device, progress=lambda: getattr(reporter, "tokens", 0))
+    if sampler is not None:
+        if hasattr(reporter, "sampler"):
+            reporter.sampler = sampler
+        sampler.start()
+    try:
+        with PeakMemory(device) as train_peak:
+            trained = train(trial, model, data, reporter, out_dir / "checkpoint.pt", device, execution)
+        with PeakMemory(device) as eval_peak:
+            result = evaluate(model, data, trial.eval, data.context, device, autocast_for(trial.train, device))
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    # Memory in MB: the GPU allocator's peaks (None off CUDA) and the process's peak resident set.
+    result.update(peak_memory_train_mb=train_peak.mb, peak_memory_eval_mb=eval_peak.mb, peak_rss_mb=peak_rss_mb(),
+                  **(sampler.summary() if sampler is not None else {}))
     counts = param_counts(trial.model)
     flops = flops_per_token(trial.model, data.context)["train"]
     peak = PEAK_FLOPS.get(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
     rate = trained["tokens_per_s"]
     result.update(
+        **getattr(data, "info", {}),  # brought data: the split and the tokenizer
         unigram_entropy=unigram_entropy(data.val_tokens()),
         tokens_per_s=rate,
         mfu=(flops * rate / peak) if (peak and rate) else None,

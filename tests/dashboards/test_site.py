@@ -202,6 +202,37 @@ def test_cost_panel_shows_the_attention_pruning_would_keep(site):
     assert f"{sum(gated) / len(gated)}"[:8] in page
 
 
+def test_cost_panel_shows_peak_memory(site):
+    """On CPU the trials log the process's peak resident set; the page plots each variant's mean."""
+    workdir, out = site
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("quickstart")
+    runs = client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial' and attributes.status = 'FINISHED'")
+    rss = {}
+    for r in runs:
+        rss.setdefault(r.data.tags["variant"], []).append(r.data.metrics["peak_rss_mb"])
+    page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
+    assert "peak memory (MB, host: no GPU)" in page
+    for values in rss.values():
+        assert f"{sum(values) / len(values)}"[:7] in page
+
+
+def test_cost_figure_groups_gpu_memory_and_shows_utilisation():
+    import polars as pl
+
+    from dashboards.figures import cost_figure
+
+    frame = pl.DataFrame({"variant": ["a", "b"], "n_params": [1e6, 2e6], "tokens_per_s": [1e5, 9e4], "mfu": [0.4, 0.35],
+                          "peak_memory_train_mb": [2000.0, 2600.0], "peak_memory_eval_mb": [800.0, 900.0],
+                          "peak_rss_mb": [3000.0, 3100.0], "gpu_utilization_mean": [97.0, 88.0]})
+    fig = cost_figure(frame)
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles[-2:] == ["peak memory (MB)", "GPU utilisation (%, mean)"]
+    bars = {t.name: list(t.y) for t in fig.data}
+    assert bars["GPU, training"] == [2000.0, 2600.0] and bars["GPU, evaluation"] == [800.0, 900.0]
+    assert bars["gpu_utilization_mean"] == [97.0, 88.0] and "host (peak RSS)" not in bars
+
+
 def test_which_heads_forget_per_layer_and_head(site):
     """The heatmap section is on the page, and its maps are the per-seed means of each gated
     trial's logged per-head shares (the variant without a forget gate has none)."""
