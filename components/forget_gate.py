@@ -24,9 +24,14 @@ def decay_time_bias(n_heads: int, t_min: float, t_max: float) -> torch.Tensor:
 
 
 class DataDependentGate(nn.Module):
-    def __init__(self, d_model: int, n_heads: int):
+    def __init__(self, d_model: int, n_heads: int, bias_init: float = 0.0):
         super().__init__()
         self.proj = nn.Linear(d_model, n_heads, bias=True)
+        self.bias_init = bias_init
+
+    def init_overrides(self) -> None:
+        """Called by the model's init after that of ``proj`` (which zeroes every Linear's bias)."""
+        nn.init.constant_(self.proj.bias, self.bias_init)
 
     def input_projections(self) -> dict[str, nn.Linear]:
         return {"logit": self.proj}
@@ -54,13 +59,19 @@ class ConstantGate(nn.Module):
 
 @register
 class DataDependentGateSpec(ComponentSpec):
-    """f = sigmoid(W_f x + b_f): FoX's gate. Weight N(0, 0.02), bias 0 (set by the model init)."""
+    """f = sigmoid(W_f x + b_f): FoX's gate. Weight N(0, 0.02) (the model init), bias ``bias_init``."""
 
     slot = "forget_gate"
     kind: Literal["data_dependent"] = "data_dependent"
+    # b_f at init, every head: 0 (the paper's) starts f near 0.5, each token halving the weight of
+    # everything before it; a positive value starts the gate remembering (sigmoid(4) = 0.982: a
+    # decay time of 55 tokens). AdamW moves a bias by at most about lr per step, so a run of a few
+    # hundred steps cannot move it far from where it starts (docs/stability.md).
+    bias_init: float = 0.0
+    _new_fields: ClassVar[frozenset[str]] = frozenset({"bias_init"})
 
     def build(self, dims: BlockDims) -> nn.Module:
-        return DataDependentGate(dims.d_model, dims.n_heads)
+        return DataDependentGate(dims.d_model, dims.n_heads, self.bias_init)
 
 
 class _DecayTimes(ComponentSpec):

@@ -174,6 +174,10 @@ class LM(nn.Module):
             nn.init.normal_(module.weight, std=self.spec.init_std)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
+        # A component's own init of some of its Linears' parameters (the forget gate's bias):
+        # apply() visits a module after its children, so this comes after the lines above.
+        if hasattr(module, "init_overrides"):
+            module.init_overrides()
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None,
                 ignore_index: int = -100) -> torch.Tensor:

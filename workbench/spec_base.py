@@ -20,14 +20,16 @@ class Spec(BaseModel):
 
     def _identity_exclude(self) -> dict:
         """pydantic's nested ``exclude`` for the execution-only fields of this spec and its parts,
-        and for its new fields while they hold their defaults."""
+        and for its new fields (and its components' new options) while they hold their defaults."""
         out: dict = dict.fromkeys(self._execution_only, True)
         fields = type(self).model_fields
-        out.update((name, True) for name in self._new_fields if getattr(self, name) == fields[name].default)
+        out.update(_new_at_default(self))
         for name in fields:
             value = getattr(self, name)
             if isinstance(value, Spec) and (sub := value._identity_exclude()):
                 out[name] = sub
+            elif isinstance(value, BaseModel) and (sub := _new_at_default(value)):
+                out[name] = sub  # a component's options: new ones left out at their defaults
         return out
 
     def canonical_json(self) -> str:
@@ -38,3 +40,10 @@ class Spec(BaseModel):
     def spec_hash(self) -> str:
         """First 16 hex digits of the SHA-256 of the canonical JSON: the identity of the spec."""
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+
+
+def _new_at_default(spec: BaseModel) -> dict:
+    """``exclude`` entries for the ``_new_fields`` of a spec or component options at their defaults."""
+    fields = type(spec).model_fields
+    new = getattr(spec, "_new_fields", frozenset())
+    return {name: True for name in new if getattr(spec, name) == fields[name].default}

@@ -15,11 +15,15 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from workbench.spikes import KEYS as SPIKE_KEYS
+
 KIND = "wb_kind"  # tag: "study" or "trial"
+# With the stability figures of workbench.spikes (docs/stability.md): spike counts, the largest
+# gradient norm after warmup and its ratio to the median.
 FINAL_METRICS = ("val_loss", "val_ppl", "unigram_entropy", "tokens_per_s", "mfu", "n_params",
                  "n_params_non_embedding", "train_tokens", "mqar_accuracy", "acp_kept_fraction",
                  "peak_memory_train_mb", "peak_memory_eval_mb", "peak_rss_mb", "gpu_utilization_mean",
-                 "gpu_power_watts_mean")
+                 "gpu_power_watts_mean") + SPIKE_KEYS
 
 
 def local_tracking_uri(workdir: Path) -> str:
