@@ -97,3 +97,14 @@ def test_nothing_cites_what_is_outside_the_repository(name):
     hits = [f"{p.relative_to(ROOT)}" for p in tracked("*.py", "*.md", "*.yaml", "*.sh")
             if name in p.read_text(errors="replace") and p.name != "test_repo.py"]
     assert not hits, f"{name} cited by: {', '.join(hits)}"
+
+
+def test_the_tree_holds_only_the_product():
+    """Every tracked file lies in a top-level folder of the layout (README, "What is here") or is
+    one of the root's own files: no browser profile, scratch study or stray output gets committed."""
+    folders = {"components", "kernels", "workbench", "dashboards", "studies", "tests", "benchmarks", "docs",
+               "scripts", ".ci"}
+    root_files = {"README.md", "pyproject.toml", ".gitignore"}
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+    stray = [p for p in out if ("/" in p and p.split("/")[0] not in folders) or ("/" not in p and p not in root_files)]
+    assert not stray, "tracked outside the layout:\n" + "\n".join(stray[:20])

@@ -120,7 +120,7 @@ def test_untrusted_names_are_escaped(site):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
     if not (CHROMIUM and CHROMEDRIVER):
         pytest.skip("Chromium and chromedriver are not installed (Debian: chromium chromium-driver): "
                     "the browser test did NOT run")
@@ -130,8 +130,8 @@ def browser():
     options.binary_location = CHROMIUM
     for flag in FLAGS:
         options.add_argument(flag)
-    profile = Path(sys.prefix).parent / ".chromium-test-profile"
-    shutil.rmtree(profile, ignore_errors=True)
+    # A fresh profile of the test's own, outside the checkout.
+    profile = tmp_path_factory.mktemp("chromium-profile")
     options.add_argument(f"--user-data-dir={profile}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
