@@ -108,3 +108,20 @@ def test_the_tree_holds_only_the_product():
     out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
     stray = [p for p in out if ("/" in p and p.split("/")[0] not in folders) or ("/" not in p and p not in root_files)]
     assert not stray, "tracked outside the layout:\n" + "\n".join(stray[:20])
+
+
+def test_the_readme_layout_table_names_every_module_and_doc():
+    """README, "What is here": each module of the packages and each page of docs/ is named there
+    (a `prefix*.py` entry covers a family of modules)."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("## What is here"):]
+    table = table[: table.index("\n## ", 4)]
+    families = [f[:-4] for f in re.findall(r"`([\w]+\*\.py)`", table)]
+    unnamed = []
+    for path in tracked("components/*.py", "workbench/*.py", "dashboards/*.py", "docs/*.md"):
+        name = path.name
+        if name == "__init__.py" or f"`{name}`" in table or f"`{path.stem}`" in table:
+            continue
+        if not any(name.startswith(f) for f in families):
+            unnamed.append(path.relative_to(ROOT).as_posix())
+    assert not unnamed, "not in the README's layout table: " + ", ".join(unnamed)
