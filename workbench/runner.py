@@ -258,7 +258,10 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
         _say(f"{reaped} trial run(s) left RUNNING by an earlier driver marked KILLED; they run again")
     parent_id = store.study_run(study.name, study.description, code, base_variant(study.design))
     if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        # address="local": always a Ray of our own. With no address, ray.init joins the cluster the
+        # last `ray start` on this machine recorded (/tmp/ray/ray_current_cluster) or RAY_ADDRESS,
+        # and a stale record of a cluster long gone makes it wait on a GCS that never answers.
+        ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
     callback = _tracking_callback(store, parent_id, study.name, code, outcomes, _resolver(todo), set(done))
     plain = [t for t in todo if not t.optuna_samples]
     if study.search is not None and study.search.asha is not None:

@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -189,19 +190,56 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_ray_head(port: int, temp_dir: str) -> subprocess.Popen:
+    """A Ray head of the test's own (`ray start --block`, its own temp dir and session), stopped by
+    killing that process group: never `ray stop`, which stops every Ray cluster on the machine."""
+    head = subprocess.Popen([str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+                             "--port", str(port), "--temp-dir", temp_dir, "--num-cpus", "2",
+                             "--include-dashboard=false", "--disable-usage-stats"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and head.poll() is None:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return head
+        time.sleep(0.5)
+    stop_ray_head(head)
+    pytest.fail(f"ray start did not come up: {head.stderr.read()[-2000:] if head.stderr else ''}")
+
+
+def stop_ray_head(head: subprocess.Popen) -> None:
+    if head.poll() is None:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait(timeout=30)
+
+
 def test_an_existing_ray_cluster_runs_the_study(tmp_path):
     port = free_port()
-    head = subprocess.run([str(BIN / "ray"), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                           "--num-cpus", "2", "--include-dashboard=false", "--disable-usage-stats"],
-                          capture_output=True, text=True, timeout=120)
-    assert head.returncode == 0, head.stderr[-2000:]
+    # Ray's socket paths must stay short (108 bytes): a temp dir under /tmp, not under tmp_path.
+    temp_dir = tempfile.mkdtemp(prefix="wbray-", dir="/tmp")
+    head = start_ray_head(port, temp_dir)
     try:
         proc = wb("run", write_study(tmp_path, name="cluster"), "--workdir", tmp_path / "w",
                   "--ray-address", f"127.0.0.1:{port}")
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert [r.info.status for r in trial_runs(tmp_path / "w", "cluster")[1]] == ["FINISHED", "FINISHED"]
     finally:
-        subprocess.run([str(BIN / "ray"), "stop", "--force"], capture_output=True, timeout=120)
+        stop_ray_head(head)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def test_a_local_run_starts_its_own_ray_whatever_the_environment_points_at(tmp_path):
+    """Without --ray-address a study runs on a Ray of its own: a RAY_ADDRESS (or a stale record of
+    an old `ray start`) naming a cluster that is gone must not make it wait on that cluster."""
+    dead = f"127.0.0.1:{free_port()}"
+    proc = wb("run", write_study(tmp_path, name="own-ray"), "--workdir", tmp_path / "w", timeout=240,
+              env={**os.environ, "RAY_ADDRESS": dead})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r.info.status for r in trial_runs(tmp_path / "w", "own-ray")[1]] == ["FINISHED", "FINISHED"]
 
 
 def test_mlflow_server_serves_the_study_with_runs_nested(quickstart):
