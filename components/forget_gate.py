@@ -24,10 +24,13 @@ def decay_time_bias(n_heads: int, t_min: float, t_max: float) -> torch.Tensor:
 
 
 class DataDependentGate(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, bias_init: float = 0.0):
+    def __init__(self, d_model: int, n_heads: int, bias_init: float = 0.0, lr_scale: float = 1.0):
         super().__init__()
         self.proj = nn.Linear(d_model, n_heads, bias=True)
         self.bias_init = bias_init
+        if lr_scale != 1.0:  # read by the optimizer's parameter groups (workbench/train.py)
+            for p in self.proj.parameters():
+                p.lr_scale = lr_scale
 
     def init_overrides(self) -> None:
         """Called by the model's init after that of ``proj`` (which zeroes every Linear's bias)."""
@@ -68,10 +71,14 @@ class DataDependentGateSpec(ComponentSpec):
     # decay time of 55 tokens). AdamW moves a bias by at most about lr per step, so a run of a few
     # hundred steps cannot move it far from where it starts (docs/stability.md).
     bias_init: float = 0.0
-    _new_fields: ClassVar[frozenset[str]] = frozenset({"bias_init"})
+    # The gate projection's learning rate as a multiple of the run's (docs/stability.md): its logit
+    # is a sum over d_model inputs that AdamW moves all at once, and it is not normalised the way
+    # QK-norm normalises q and k.
+    lr_scale: PositiveFloat = 1.0
+    _new_fields: ClassVar[frozenset[str]] = frozenset({"bias_init", "lr_scale"})
 
     def build(self, dims: BlockDims) -> nn.Module:
-        return DataDependentGate(dims.d_model, dims.n_heads, self.bias_init)
+        return DataDependentGate(dims.d_model, dims.n_heads, self.bias_init, self.lr_scale)
 
 
 class _DecayTimes(ComponentSpec):

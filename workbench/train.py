@@ -69,13 +69,18 @@ def lr_at(spec: TrainSpec, tokens: int) -> float:
 
 
 def make_optimizer(model: nn.Module, spec: TrainSpec, device: torch.device) -> torch.optim.AdamW:
-    """Weight decay on the matrices of Linear layers and the embedding only (docs/fox-notes.md, "Training recipe")."""
+    """Weight decay on the matrices of Linear layers and the embedding only (docs/fox-notes.md, "Training
+    recipe"); a parameter with an ``lr_scale`` attribute (set by its component) trains at that multiple
+    of the schedule's learning rate, in a group of its own."""
     decay = {id(m.weight) for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))}
     params = list(dict.fromkeys(model.parameters()))
-    groups = [
-        {"params": [p for p in params if id(p) in decay], "weight_decay": spec.weight_decay},
-        {"params": [p for p in params if id(p) not in decay], "weight_decay": 0.0},
-    ]
+    keyed: dict[tuple[bool, float], list] = {}
+    for p in params:
+        keyed.setdefault((id(p) in decay, float(getattr(p, "lr_scale", 1.0))), []).append(p)
+    # The two groups of old first and in their old order, so that old checkpoints' optimizer states load.
+    order = sorted(keyed, key=lambda k: (k[1] != 1.0, not k[0], k[1]))
+    groups = [{"params": keyed[k], "weight_decay": spec.weight_decay if k[0] else 0.0, "lr_scale": k[1]}
+              for k in order]
     return torch.optim.AdamW(groups, lr=spec.lr, betas=spec.betas, fused=device.type == "cuda")
 
 
@@ -130,7 +135,7 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
         tokens = step * tokens_per_step  # before this step
         lr = lr_at(spec, tokens)
         for group in opt.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)
         with _oom_advice(spec, context, device):
             loss, grad_norm = train_step(step_fn, model, opt, batches, step, spec, autocast, execution.compile)
             return _Launched.queue(lr, loss, grad_norm)

@@ -181,3 +181,27 @@ def test_a_forget_gate_written_without_bias_init_keeps_its_hash():
     assert ModelSpec.model_validate_json(remembering.model_dump_json()) == remembering
     bias = build_model(remembering).blocks[0].attn.forget_gate.proj.bias
     assert bias.tolist() == [4.0] * remembering.n_heads
+
+
+def test_the_forget_gate_lr_scale_trains_its_projection_at_that_multiple():
+    """lr_scale puts the gate projection in optimizer groups of their own whose learning rate is the
+    schedule's times the scale; at 1 (the default) it is not part of the spec's identity."""
+    import torch
+
+    from workbench.model import build_model
+    from workbench.specs import TrainSpec
+    from workbench.train import lr_at, make_optimizer
+
+    plain = ModelSpec(preset="fox_pro", n_layers=1)
+    assert ModelSpec(preset="fox_pro", n_layers=1,
+                     attention={"forget_gate": {"kind": "data_dependent", "lr_scale": 1.0}}).spec_hash() == plain.spec_hash()
+    slow = ModelSpec(preset="fox_pro", n_layers=1, attention={"forget_gate": {"kind": "data_dependent", "lr_scale": 0.1}})
+    model = build_model(slow)
+    opt = make_optimizer(model, TrainSpec(tokens=1000, lr=1e-3), torch.device("cpu"))
+    gate = model.blocks[0].attn.forget_gate.proj
+    scaled = [g for g in opt.param_groups if g["lr_scale"] == 0.1]
+    assert {id(p) for g in scaled for p in g["params"]} == {id(gate.weight), id(gate.bias)}
+    assert [g["weight_decay"] for g in scaled] == [0.1, 0.0]  # the weight decays, the bias does not
+    assert sum(len(g["params"]) for g in opt.param_groups) == len(list(model.parameters()))
+    with pytest.raises(ValidationError, match="lr_scale"):
+        ModelSpec(preset="fox_pro", attention={"forget_gate": {"kind": "data_dependent", "lr_scale": 0}})
