@@ -117,35 +117,83 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def cmd_results(args: argparse.Namespace) -> int:
+def _results_of(target: str, args: argparse.Namespace):
+    """(name, study spec or None, runs frame, parent run's tags) of a study file or name; reading
+    creates nothing in the store."""
     from pathlib import Path
 
-    from workbench.results import print_table, study_table, trial_runs
-    from workbench.study import expand
+    from workbench import results
 
-    study = _load_study(args.study) if args.study.endswith((".yaml", ".yml")) else None
-    name = study.name if study else args.study
-    experiment = study.experiment if study else args.study
-    runs = trial_runs(Path(args.workdir), name, experiment, args.tracking_uri)
-    if runs.is_empty():
-        print(f"no finished trials of study {name!r} in {args.tracking_uri or args.workdir}", file=sys.stderr)
-        return 1
-    base = args.base or _base_variant(study, runs)
-    metric = args.metric
-    recorded = sorted(c for c in runs.columns if runs[c].dtype.is_float())
-    if metric not in runs.columns or not runs[metric].dtype.is_float():
-        print(f"--metric {metric!r} is not a final metric of these trials; recorded: {', '.join(recorded)}",
-              file=sys.stderr)
-        return 2
-    order = list(dict.fromkeys(t.variant for t in expand(study))) if study else None
-    print_table(study_table(runs, base, metric=metric, order=order), base, metric=metric)
+    study = _load_study(target) if target.endswith((".yaml", ".yml")) else None
+    name = study.name if study else target
+    store = results.read_store(Path(args.workdir), name, study.experiment if study else None, args.tracking_uri)
+    if store is None:
+        return name, study, __import__("polars").DataFrame(), {}
+    parent = results.study_parent(store, name)
+    return name, study, results.trial_runs(Path(args.workdir), name, runs=results.all_runs(store, name)), (
+        parent.data.tags if parent else {})
+
+
+def _check_metric(runs, metric: str) -> None:
+    done = runs.filter(runs["status"] == "FINISHED")
+    recorded = sorted(c for c in done.columns if done[c].dtype.is_float() and done[c].drop_nulls().len())
+    if done.height and metric not in recorded:
+        raise SpecError(f"--metric {metric!r} is not a final metric of these trials; recorded: {', '.join(recorded)}")
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from workbench import export, report, table
+
+    if args.format == "parquet" and not args.out:
+        raise SpecError("--format parquet needs --out FILE (parquet is binary)")
+    if len(args.study) > 2:
+        raise SpecError(f"wb results takes one study, or two to compare; got {len(args.study)}")
+    loaded = [_results_of(target, args) for target in args.study]
+    for name, _, runs, _ in loaded:
+        if runs.is_empty():
+            print(f"no trials of study {name!r} in {args.tracking_uri or args.workdir}", file=sys.stderr)
+            return 1
+        _check_metric(runs, args.metric)
+    if len(loaded) == 2:
+        return _compare_results(args, loaded)
+    name, study, runs, tags = loaded[0]
+    info = table.study_info(name, runs, study, tags, args.base)
+    rows = table.study_table(runs, info, args.metric)
+    about = {"study": name, "metric": args.metric, "base": info.base, "base_from": info.base_from,
+             "alpha": info.alpha, "holm": args.holm, "seeds": info.seeds}
+    if args.format == "table":
+        _emit("\n".join(report.table_lines(rows, info, args.metric, args.holm)) + "\n", args.out)
+    else:
+        export.write(rows, args.format, args.out, about)
     return 0
 
 
-def _base_variant(study, runs) -> str:
-    from workbench.study import base_variant
+def _compare_results(args: argparse.Namespace, loaded) -> int:
+    from workbench import export, report, table
 
-    return (base_variant(study.design) if study else None) or runs["variant"][0]
+    (a, _, runs_a, _), (b, _, runs_b, _) = loaded
+    frame = report.compare_studies(runs_a, runs_b, args.metric)
+    if frame.is_empty():
+        print(f"studies {a!r} and {b!r} share no row (variant and searched values) with finished seeds", file=sys.stderr)
+        return 1
+    if args.format != "table":
+        export.write(frame, args.format, args.out, {"studies": [a, b], "metric": args.metric})
+        return 0
+    rows_a = set(table.seed_values(table.normalise(runs_a), args.metric))
+    rows_b = set(table.seed_values(table.normalise(runs_b), args.metric))
+    shared = set(frame["row"])
+    lines = report.comparison_lines(frame, a, b, args.metric, sorted(rows_a - shared), sorted(rows_b - shared))
+    _emit("\n".join(lines) + "\n", args.out)
+    return 0
+
+
+def _emit(text: str, out: str | None) -> None:
+    if out:
+        from pathlib import Path
+
+        Path(out).write_text(text)
+    else:
+        sys.stdout.write(text)
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
@@ -205,12 +253,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpu-sample-seconds", type=float, default=5.0,
                    help="sample each trial's GPU (utilisation, memory, power) this often; 0: never (default 5)")
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("results", help="a study's table from the tracking store: mean and 95%% CI over seeds")
-    p.add_argument("study", help="the study's YAML file or its name")
+    p = sub.add_parser("results", help="a study's table from the tracking store: mean and 95%% CI over seeds, "
+                       "the paired comparison with the base, its power; or two studies side by side")
+    p.add_argument("study", nargs="+", help="the study's YAML file or its name; two of them: their shared rows side by side")
     _store_options(p)
     p.add_argument("--base", help="the variant deltas are taken against (default: the design's base)")
     p.add_argument("--metric", default="val_ppl",
                    help="a final metric of the trials (default val_ppl; e.g. val_loss, tokens_per_s, mfu)")
+    p.add_argument("--holm", action="store_true",
+                   help="adjust the rows' paired p-values for the many comparisons (Holm-Bonferroni)")
+    p.add_argument("--format", choices=["table", "csv", "parquet", "json"], default="table",
+                   help="table (text, default), csv, parquet or json (an object whose rows are the table's rows)")
+    p.add_argument("--out", help="write to this file instead of stdout (parquet needs one)")
     p.set_defaults(func=cmd_results)
     p = sub.add_parser("dashboard", help="build the static dashboard site from the tracking store")
     p.add_argument("--study", help="only this study (default: every study in the store)")

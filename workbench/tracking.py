@@ -104,6 +104,11 @@ class Store:
             self.client.set_tag(run_id, "base_variant", base_variant)
         return run_id
 
+    def describe_study(self, run_id: str, tags: dict[str, str]) -> None:
+        """Tags of the study's parent run for readers without its file (workbench.table.design_tags:
+        the variants in order, the seeds, alpha), in one batch."""
+        self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
     def reap_stale(self, study: str) -> int:
         """Trials left RUNNING by a driver that died are marked KILLED; they will run again."""
         stale = self._search(f"tags.{KIND} = 'trial' and tags.study = {quote(study)} and attributes.status = 'RUNNING'")

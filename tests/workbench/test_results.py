@@ -29,7 +29,7 @@ def test_paired_deltas_cancel_what_the_seed_alone_moves():
     wide, the paired CI of the difference is the spread of the differences alone."""
     import polars as pl
 
-    from workbench.results import study_table
+    from workbench.table import StudyInfo, study_table
 
     seed_effect = {0: 0.0, 1: 1.0, 2: -0.7}
     shift = {"base": 0.0, "better": -0.1, "worse": 0.2}
@@ -38,17 +38,18 @@ def test_paired_deltas_cancel_what_the_seed_alone_moves():
     rows = [{"variant": v, "seed": s, "search_point": "", "stopped_early": False,
              "val_ppl": 10 + seed_effect[s] + shift[v] + noise.get((v, s), 0.0)}
             for v in shift for s in seed_effect]
-    table = {r["row"]: r for r in study_table(pl.DataFrame(rows), "base").iter_rows(named=True)}
+    info = StudyInfo("s", "base", list(shift), seeds=[0, 1, 2])
+    table = {r["row"]: r for r in study_table(pl.DataFrame(rows), info).iter_rows(named=True)}
     better = table["better"]
     diffs = [-0.1 + 0.01, -0.1 - 0.02, -0.1]
     mean = sum(diffs) / 3
     sd = (sum((d - mean) ** 2 for d in diffs) / 2) ** 0.5
-    assert better["paired_seeds"] == 3
+    assert better["paired_n"] == 3
     assert abs(better["paired_delta"] - mean) < 1e-12
     assert abs(better["paired_ci95"] - 4.302652729749462 * sd / 3 ** 0.5) < 1e-12  # t(0.975, 2)
     assert better["paired_ci95"] < 0.1 < better["ci95"]  # the seed effect is gone from the paired CI
-    assert table["base"]["paired_seeds"] is None  # the base is not compared with itself
+    assert table["base"]["paired_n"] is None and table["base"]["comparison"] == "base"  # not compared with itself
     # Only the seeds both rows have are paired.
-    one = study_table(pl.DataFrame([r for r in rows if not (r["variant"] == "better" and r["seed"] > 0)]), "base")
+    one = study_table(pl.DataFrame([r for r in rows if not (r["variant"] == "better" and r["seed"] > 0)]), info)
     row = one.filter(pl.col("row") == "better").row(0, named=True)
-    assert row["paired_seeds"] == 1 and row["paired_ci95"] is None
+    assert row["paired_n"] == 1 and row["paired_ci95"] is None and row["fewer_seeds"]
