@@ -21,9 +21,47 @@ def _load_model_spec(target: str):
     return validate(ModelSpec, data, target)
 
 
+def _is_study_file(target: str) -> bool:
+    from workbench.errors import read_yaml
+    from workbench.presets import PRESETS
+
+    if target in PRESETS:
+        return False
+    data = read_yaml(target)
+    return isinstance(data, dict) and "design" in data
+
+
+def cmd_info_study(args: argparse.Namespace) -> int:
+    """Each variant of a study: its slots, parameters and FLOPs per token at its trials' context."""
+    from workbench.info import flops_per_token, param_counts
+    from workbench.study import expand
+
+    study = _load_study(args.spec)
+    models: dict[str, tuple] = {}
+    for t in expand(study):
+        for name in (t.variant, *t.aliases):
+            models.setdefault(name, (t.spec.model, args.context or t.spec.data.context))
+    width = max(len("variant"), *map(len, models))
+    print(f"study {study.name!r}: {len(models)} variants")
+    print(f"{'variant':<{width}}  {'params':>13}  {'w/o input emb.':>14}  {'FLOPs/token fwd':>15}  {'train (3x)':>10}"
+          f"  {'context':>7}  slots that differ from the first variant")
+    first = None
+    for name, (model, context) in models.items():
+        counts, flops = param_counts(model), flops_per_token(model, context)
+        kinds = {k: v.kind for k, v in model.attention.slots().items()}
+        first = first or kinds
+        differs = ", ".join(f"{k}={v}" for k, v in kinds.items() if v != first[k])
+        print(f"{name:<{width}}  {counts['total']:>13,}  {counts['non_embedding']:>14,}  {flops['forward']:>15.3e}  "
+              f"{flops['train']:>10.3e}  {context:>7}  {differs}")
+    return 0
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from workbench.info import flops_per_token, param_breakdown, param_counts
 
+    if _is_study_file(args.spec):
+        return cmd_info_study(args)
+    args.context = args.context or 2048
     spec = _load_model_spec(args.spec)
     counts, parts = param_counts(spec), param_breakdown(spec)
     flops = flops_per_token(spec, args.context)
@@ -87,21 +125,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     study = _load_study(args.study)
     workdir = Path(args.workdir)
     if args.dry_run:
-        trials, done = plan(study, workdir, args.tracking_uri)
-        print(f"study {study.name!r}: {len(trials)} trials, {sum(t.spec_hash in done for t in trials)} done")
-        print(f"{'variant':<36} {'seed':>4}  {'spec hash':<16}  {'params':>12}  status")
-        for t in trials:
-            status = "done" if t.spec_hash in done else "to run"
-            if t.optuna_samples:
-                status = f"optuna search of {t.optuna_samples} draws"
-            also = f"  (also: {', '.join(t.aliases)})" if t.aliases else ""
-            name = f"{t.variant} [{t.point_label}]" if t.search_point else t.variant
-            print(f"{name[:36]:<36} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  {status}{also}")
-        return 0
+        return _dry_run(study, workdir, args)
     from workbench.telemetry import Telemetry
 
     run = run_study(study, workdir, ray_address=args.ray_address, tracking_uri=args.tracking_uri,
-                    max_concurrent=args.max_concurrent, telemetry=Telemetry(period_s=args.gpu_sample_seconds))
+                    max_concurrent=args.max_concurrent, telemetry=Telemetry(period_s=args.gpu_sample_seconds),
+                    progress_seconds=args.progress_seconds)
     ran = list(run.outcomes.values())
     before = sum(t.spec_hash in run.done for t in run.trials if not t.optuna_samples)
     print(f"\nstudy {study.name!r}: {len(run.trials)} trials or searches; {before} trials were already done; "
@@ -139,6 +168,78 @@ def _check_metric(runs, metric: str) -> None:
     recorded = sorted(c for c in done.columns if done[c].dtype.is_float() and done[c].drop_nulls().len())
     if done.height and metric not in recorded:
         raise SpecError(f"--metric {metric!r} is not a final metric of these trials; recorded: {', '.join(recorded)}")
+
+
+def _dry_run(study, workdir, args: argparse.Namespace) -> int:
+    """The trials, their spec hashes and state in the store; with --effect, the seeds that would
+    detect it, from the pilot runs' spread."""
+    from workbench import results, status
+    from workbench.info import param_counts
+    from workbench.study import expand
+
+    trials = expand(study)
+    store = results.read_store(workdir, study.name, study.experiment, args.tracking_uri)
+    runs = results.all_runs(store, study.name) if store is not None else []
+    states = {s.spec_hash: s for s in status.trial_states(store, runs, trials)}
+    done = sum(states[t.spec_hash].state == "finished" for t in trials if t.spec_hash in states)
+    print(f"study {study.name!r}: {len(trials)} trials, {done} done ({status.summary(list(states.values()))})")
+    names = [f"{t.variant} [{t.point_label}]" if t.search_point else t.variant for t in trials]
+    width = max(len("variant"), *map(len, names))
+    print(f"{'variant':<{width}} {'seed':>4}  {'spec hash':<16}  {'params':>12}  status")
+    for t, name in zip(trials, names):
+        s = states.get(t.spec_hash)
+        text = "done" if s is None or s.state == "finished" else s.state
+        if s is not None and s.state in ("running", "failed", "killed") and s.detail:
+            text += f": {s.detail}"
+        if t.optuna_samples:
+            text = f"optuna search of {t.optuna_samples} draws"
+        also = f"  (also: {', '.join(t.aliases)})" if t.aliases else ""
+        print(f"{name:<{width}} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  {text}{also}")
+    if args.effect is not None:
+        _plan_seeds(study, workdir, args)
+    return 0
+
+
+def _plan_seeds(study, workdir, args: argparse.Namespace) -> None:
+    from workbench import report, table
+
+    _, _, runs, tags = _results_of(args.study, args)
+    if runs.is_empty() or not (runs["status"] == "FINISHED").any():
+        print(f"\n--effect {args.effect}: no finished pilot runs of {study.name!r} to measure the seeds' spread from")
+        return
+    _check_metric(runs, args.metric)
+    info = table.study_info(study.name, runs, study, tags)
+    print()
+    print("\n".join(report.seeds_lines(table.study_table(runs, info, args.metric), info, args.metric, args.effect)))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench import results, status
+    from workbench.study import expand
+    from workbench.tracking import local_tracking_uri
+
+    workdir = Path(args.workdir)
+    if args.tracking_uri is None and not (workdir / "mlflow.db").exists():
+        raise SpecError(f"--workdir {workdir}: no tracking store here (mlflow.db); run a study first")
+    if args.study:
+        study = _load_study(args.study) if args.study.endswith((".yaml", ".yml")) else None
+        name = study.name if study else args.study
+        store = results.read_store(workdir, name, study.experiment if study else None, args.tracking_uri)
+        if store is None and study is None:
+            raise SpecError(f"study {name!r}: not in {args.tracking_uri or workdir}")
+        runs = results.all_runs(store, name) if store is not None else []
+        print("\n".join(status.lines(name, status.trial_states(store, runs, expand(study) if study else None))))
+        return 0
+    uri = args.tracking_uri or local_tracking_uri(workdir)
+    found = results.studies(uri)
+    for name, experiment in found:
+        store = results.read_store(workdir, name, experiment, args.tracking_uri)
+        print("\n".join(status.lines(name, status.trial_states(store, results.all_runs(store, name)))))
+    if not found:
+        print(f"no studies in {args.tracking_uri or workdir}")
+    return 0
 
 
 def cmd_results(args: argparse.Namespace) -> int:
@@ -231,12 +332,27 @@ def _store_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tracking-uri", help="an MLflow server (default: sqlite in the workdir)")
 
 
+class _Version(argparse.Action):
+    def __init__(self, option_strings, dest, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import version
+
+        from workbench.trial import code_version, source_fingerprint
+
+        print(f"wb {version('fox-workbench')} (commit {code_version()}, source {source_fingerprint()})")
+        parser.exit()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wb", description="The FoX ablation workbench.")
+    parser.add_argument("--version", action=_Version, help="the workbench's version, git commit and source fingerprint")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("info", help="parameter counts and FLOPs of a model spec or preset")
-    p.add_argument("spec", help="a preset name (fox_pro, ...) or a YAML model/trial file")
-    p.add_argument("--context", type=int, default=2048, help="context length for FLOPs (tokens)")
+    p = sub.add_parser("info", help="parameter counts and FLOPs of a model spec, preset or each variant of a study")
+    p.add_argument("spec", help="a preset name (fox_pro, ...), a YAML model or trial file, or a study file")
+    p.add_argument("--context", type=int,
+                   help="context length for FLOPs (tokens; default 2048, for a study its trials' context)")
     p.set_defaults(func=cmd_info)
     p = sub.add_parser("train", help="train and evaluate one trial; writes DIR/result.json")
     p.add_argument("trial", help="a trial YAML file (model, data, train, eval, seed)")
@@ -247,12 +363,26 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("run", help="run a study: every trial not yet finished, on Ray Tune, tracked in MLflow")
     p.add_argument("study", help="a study YAML file")
     _store_options(p)
-    p.add_argument("--dry-run", action="store_true", help="list the trials and whether each is done; run nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the trials and the state of each in the store (done, running, failed, to run); run nothing")
+    p.add_argument("--effect", type=float,
+                   help="with --dry-run: the seeds that would detect this effect (a fraction of the base's mean: "
+                        "0.01 = 1%%) with 80%% power, from the spread of the study's finished pilot runs")
+    p.add_argument("--metric", default="val_ppl", help="the metric --effect is stated in (default val_ppl)")
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start Ray locally)")
     p.add_argument("--max-concurrent", type=int, help="at most this many trials at once")
     p.add_argument("--gpu-sample-seconds", type=float, default=5.0,
                    help="sample each trial's GPU (utilisation, memory, power) this often; 0: never (default 5)")
+    p.add_argument("--progress-seconds", type=float, default=10.0,
+                   help="a running trial sends its tokens and loss to the driver and the store this often "
+                        "between validations; 0: at validations only (default 10)")
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("status", help="every trial of a study and its state in the tracking store "
+                       "(running with tokens, loss and ETA; finished; failed with the reason; to run)")
+    p.add_argument("study", nargs="?", help="the study's YAML file (its trials not yet run are listed too) or its "
+                   "name; default: every study in the store")
+    _store_options(p)
+    p.set_defaults(func=cmd_status)
     p = sub.add_parser("results", help="a study's table from the tracking store: mean and 95%% CI over seeds, "
                        "the paired comparison with the base, its power; or two studies side by side")
     p.add_argument("study", nargs="+", help="the study's YAML file or its name; two of them: their shared rows side by side")
@@ -271,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     _store_options(p)
     p.add_argument("--out", help="site folder (default: WORKDIR/dashboard)")
     p.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 after building it")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=int, default=8765, help="port of --serve on 127.0.0.1 (default 8765; 0: any free one)")
     p.set_defaults(func=cmd_dashboard)
     args = parser.parse_args(argv)
     try:

@@ -35,7 +35,7 @@ SCHEMA = {
     "row": pl.String, "variant": pl.String, "search_point": pl.String, "n_seeds": pl.Int64,
     "seeds_expected": pl.Int64, "fewer_seeds": pl.Boolean, "mean": pl.Float64, "sd": pl.Float64, "ci95": pl.Float64,
     "base_row": pl.String, "comparison": pl.String, "delta": pl.Float64, "paired_n": pl.Int64,
-    "paired_delta": pl.Float64, "paired_ci95": pl.Float64, "p_value": pl.Float64, "p_holm": pl.Float64,
+    "paired_delta": pl.Float64, "paired_sd": pl.Float64, "paired_ci95": pl.Float64, "p_value": pl.Float64, "p_holm": pl.Float64,
     "mde": pl.Float64, "finished": pl.Int64, "failed": pl.Int64, "killed": pl.Int64, "running": pl.Int64,
     "stopped": pl.Int64, "to_run": pl.Int64, "reasons": pl.List(pl.String), "runs_spiked": pl.Int64,
     "grad_spikes": pl.Int64, "loss_spikes": pl.Int64, "grad_norm_max": pl.Float64, "grad_norm_max_ratio": pl.Float64,
@@ -211,7 +211,7 @@ def compare(row: str, variant: str, point: str, values: dict, best: dict, info: 
     p = stats.paired(mine, theirs)
     mde = stats.mde_paired(p.sd, p.n, info.alpha) if p.n >= 2 else None
     return {"base_row": target, "comparison": how, "delta": delta, "paired_n": p.n, "paired_delta": p.delta,
-            "paired_ci95": p.half_width, "p_value": p.p, "mde": mde}
+            "paired_sd": p.sd, "paired_ci95": p.half_width, "p_value": p.p, "mde": mde}
 
 
 def from_runs(mine: pl.DataFrame, planned: bool, expected: int | None) -> dict:

@@ -44,8 +44,16 @@ def create_local_store(workdir: Path) -> None:
     db = workdir / "mlflow.db"
     if db.exists():
         return
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
     tmp = workdir / f"mlflow.db.creating-{os.getpid()}"
-    MlflowClient(f"sqlite:///{tmp.resolve()}").search_experiments()  # builds the schema
+    # Building the schema, MLflow adds an experiment 'Default' (id 0) that no study uses, with
+    # its artifacts under the default root, ./mlruns of whatever folder the command ran in. Given
+    # the workdir's artifact root, and deleted (MLflow would make a missing one again), it points
+    # into the workdir and stays out of every listing.
+    store = SqlAlchemyStore(f"sqlite:///{tmp.resolve()}", (workdir / "mlartifacts").resolve().as_uri())
+    store.delete_experiment(SqlAlchemyStore.DEFAULT_EXPERIMENT_ID)
+    store.engine.dispose()
     os.replace(tmp, db)
 
 
