@@ -53,3 +53,25 @@ def test_paired_deltas_cancel_what_the_seed_alone_moves():
     one = study_table(pl.DataFrame([r for r in rows if not (r["variant"] == "better" and r["seed"] > 0)]), info)
     row = one.filter(pl.col("row") == "better").row(0, named=True)
     assert row["paired_n"] == 1 and row["paired_ci95"] is None and row["fewer_seeds"]
+
+
+def test_a_random_search_compares_best_point_with_best_point():
+    """Draws differ per variant (a random search), so no row of a variant has the base at its
+    searched values: the variant's best row (lowest mean val_loss) is compared with the base's
+    best, paired by seed; its other rows have no comparison, and the table says which is which."""
+    import polars as pl
+
+    from workbench.table import StudyInfo, study_table
+
+    loss = {("base", "lr=0.001"): [3.0, 3.2], ("base", "lr=0.01"): [2.5, 2.9],
+            ("gate", "lr=0.002"): [2.4, 2.5], ("gate", "lr=0.02"): [2.8, 3.3]}
+    rows = [{"variant": v, "seed": s, "search_point": p, "val_loss": x, "val_ppl": 10 * x}
+            for (v, p), xs in loss.items() for s, x in enumerate(xs)]
+    info = StudyInfo("s", "base", ["base", "gate"], seeds=[0, 1])
+    table = {r["row"]: r for r in study_table(pl.DataFrame(rows), info).iter_rows(named=True)}
+    best = table["gate [lr=0.002]"]
+    assert best["comparison"] == "best point" and best["base_row"] == "base [lr=0.01]"
+    assert abs(best["delta"] - (24.5 - 27.0)) < 1e-9 and abs(best["paired_delta"] - ((24 - 25) + (25 - 29)) / 2) < 1e-9
+    other = table["gate [lr=0.02]"]
+    assert other["comparison"] is None and other["delta"] is None and other["base_row"] is None
+    assert table["base [lr=0.01]"]["comparison"] == "base" and table["base [lr=0.001]"]["delta"] is None
