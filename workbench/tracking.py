@@ -11,11 +11,11 @@ import os
 import time
 from pathlib import Path
 
-from mlflow.entities import Metric, Param, RunTag
-from mlflow.tracking import MlflowClient
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
-
 from workbench.spikes import KEYS as SPIKE_KEYS
+
+# MLflow is imported where the store is used, not with this module: a trial's process imports it
+# (through workbench.runner) and never writes, and MLflow takes seconds to import.
+MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME = "mlflow.parentRunId", "mlflow.runName"
 
 KIND = "wb_kind"  # tag: "study" or "trial"
 # With the stability figures of workbench.spikes (docs/stability.md): spike counts, the largest
@@ -70,6 +70,8 @@ def flatten(data, prefix: str = "") -> dict[str, str]:
 
 class Store:
     def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None = None):
+        from mlflow.tracking import MlflowClient
+
         self.client = MlflowClient(tracking_uri)
         self.artifact_root = artifact_root
         exp = self.client.get_experiment_by_name(experiment)
@@ -115,6 +117,8 @@ class Store:
     def describe_study(self, run_id: str, tags: dict[str, str]) -> None:
         """Tags of the study's parent run for readers without its file (workbench.table.design_tags:
         the variants in order, the seeds, alpha), in one batch."""
+        from mlflow.entities import RunTag
+
         self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
 
     def reap_stale(self, study: str) -> int:
@@ -126,6 +130,8 @@ class Store:
         return len(stale)
 
     def start_trial(self, parent_id: str, study: str, trial, code_version: str) -> str:
+        from mlflow.entities import Param
+
         tags = {KIND: "trial", MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"{trial.variant} / seed {trial.seed}",
                 "study": study, "variant": trial.variant, "seed": str(trial.seed), "spec_hash": trial.spec_hash,
                 "code_version": code_version, "aliases": json.dumps(list(trial.aliases)),
@@ -138,12 +144,16 @@ class Store:
 
     def log_metrics(self, run_id: str, rows: list[tuple]) -> None:
         """Rows of (name, value, step) logged now, or (name, value, step, time in ms since the epoch)."""
+        from mlflow.entities import Metric
+
         now = int(time.time() * 1000)
         metrics = [Metric(r[0], float(r[1]), int(r[3]) if len(r) > 3 else now, int(r[2])) for r in rows if r[1] is not None]
         for i in range(0, len(metrics), 1000):
             self.client.log_batch(run_id, metrics=metrics[i : i + 1000])
 
     def finish_trial(self, run_id: str, result: dict, stopped_early: bool = False) -> None:
+        from mlflow.entities import RunTag
+
         step = int(result.get("train_tokens") or result.get("tokens") or 0)
         self.log_metrics(run_id, [(k, result[k], step) for k in FINAL_METRICS if isinstance(result.get(k), (int, float))])
         if "spec" in result:
