@@ -99,6 +99,7 @@ def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: fl
     import torch
     from ray import tune
 
+    from workbench.telemetry import reset_peak_rss
     from workbench.trial import run_trial
 
     if spec.train.cpu_threads is None:
@@ -107,6 +108,7 @@ def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: fl
         # Trials share a reused actor: the compiler's caches of the previous trial's model would
         # count against this one's recompile limit.
         torch.compiler.reset()
+    reset_peak_rss()  # the actor may have run other trials: this one's peak is its own
     reporter = TuneReporter(spec.train.tokens, progress_s)
     try:
         result = run_trial(spec, out, reporter, telemetry=telemetry)
