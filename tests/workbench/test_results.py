@@ -75,3 +75,29 @@ def test_a_random_search_compares_best_point_with_best_point():
     other = table["gate [lr=0.02]"]
     assert other["comparison"] is None and other["delta"] is None and other["base_row"] is None
     assert table["base [lr=0.01]"]["comparison"] == "base" and table["base [lr=0.001]"]["delta"] is None
+
+
+def test_rows_whose_runs_spiked_are_marked_with_the_definition():
+    """A row with a spiking run (workbench.spikes' figures, as the store carries them) gets its
+    count and the largest gradient norm in `wb results` and a mark in the dashboard's table; the
+    footnote defines a spike."""
+    import polars as pl
+
+    from dashboards.figures import ablation_table
+    from workbench.report import table_lines
+    from workbench.table import StudyInfo, study_table
+
+    rows = [{"variant": v, "seed": s, "val_ppl": 10.0 + s + (v == "spiky"), "grad_spikes": float(g), "loss_spikes": float(l),
+             "grad_norm_max": m, "grad_norm_max_ratio": m / 0.5}
+            for v, s, g, l, m in [("base", 0, 0, 0, 1.1), ("base", 1, 0, 0, 1.3),
+                                  ("spiky", 0, 2, 1, 41.0), ("spiky", 1, 0, 0, 1.2)]]
+    info = StudyInfo("s", "base", ["base", "spiky"], seeds=[0, 1])
+    table = study_table(pl.DataFrame(rows), info)
+    spiky = table.filter(pl.col("row") == "spiky").row(0, named=True)
+    assert (spiky["runs_spiked"], spiky["grad_spikes"], spiky["loss_spikes"], spiky["grad_norm_max"]) == (1, 2, 1, 41.0)
+    text = "\n".join(table_lines(table, info, "val_ppl"))
+    line = next(l for l in text.splitlines() if l.startswith("spiky "))
+    assert "1/2! max 41" in line and "0/2 max 1.3" in next(l for l in text.splitlines() if l.startswith("base "))
+    assert "k of n runs spiked" in text and "10x the median gradient norm" in text
+    page = ablation_table(table, info)
+    assert page.count('class="spike"') == 1 and "2 gradient-norm and 1 loss spikes" in page
