@@ -40,21 +40,57 @@ def open_store(workdir: Path, experiment: str, tracking_uri: str | None = None) 
 def create_local_store(workdir: Path) -> None:
     """Create ``mlflow.db`` whole or not at all: MLflow builds its schema with migrations, and a
     reader (``wb results``, ``wb dashboard``) opening a half-built file would run them too and
-    leave the store broken. The schema is built under a temporary name, then renamed into place."""
+    leave the store broken. The file is made under a temporary name, then renamed into place:
+    a copy of an empty store built once per MLflow version (schema_template), since running
+    MLflow's fifty-odd migrations takes seconds for every new workdir."""
     db = workdir / "mlflow.db"
     if db.exists():
         return
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    import shutil
+    import sqlite3
 
     tmp = workdir / f"mlflow.db.creating-{os.getpid()}"
-    # Building the schema, MLflow adds an experiment 'Default' (id 0) that no study uses, with
-    # its artifacts under the default root, ./mlruns of whatever folder the command ran in. Given
-    # the workdir's artifact root, and deleted (MLflow would make a missing one again), it points
-    # into the workdir and stays out of every listing.
-    store = SqlAlchemyStore(f"sqlite:///{tmp.resolve()}", (workdir / "mlartifacts").resolve().as_uri())
+    template = schema_template()
+    if template is None:  # no cache to keep one in: built here
+        template = _empty_store(tmp)
+    else:
+        shutil.copyfile(template, tmp)
+    # MLflow keeps an experiment 'Default' (id 0) that no study uses, deleted in the template (a
+    # missing one it makes again, its artifacts under ./mlruns of wherever a command runs): it
+    # points into this workdir.
+    with sqlite3.connect(tmp) as con:
+        con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+                    ((workdir / "mlartifacts" / "0").resolve().as_uri(),))
+    con.close()
+    os.replace(tmp, db)
+
+
+def _empty_store(path: Path) -> Path:
+    """An empty MLflow store at ``path``: the schema, and experiment 'Default' deleted."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    store = SqlAlchemyStore(f"sqlite:///{path.resolve()}", path.parent.resolve().as_uri())
     store.delete_experiment(SqlAlchemyStore.DEFAULT_EXPERIMENT_ID)
     store.engine.dispose()
-    os.replace(tmp, db)
+    return path
+
+
+def schema_template() -> Path | None:
+    """``~/.cache/fox-workbench/mlflow/<MLflow version>.db``, an empty store built on first use;
+    None where the cache cannot be written."""
+    from importlib.metadata import version
+
+    folder = Path.home() / ".cache" / "fox-workbench" / "mlflow"
+    path = folder / f"{version('mlflow')}.db"
+    if path.exists():
+        return path
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = _empty_store(folder / f"{path.name}.creating-{os.getpid()}")
+        os.replace(tmp, path)  # whole or not at all, as the store itself
+    except OSError:
+        return None
+    return path
 
 
 def flatten(data, prefix: str = "") -> dict[str, str]:

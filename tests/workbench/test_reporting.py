@@ -250,6 +250,8 @@ def test_each_final_val_loss_is_logged_once_and_no_stray_experiment(grid_search)
     _, workdir, _, _, _ = grid_search
     client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
     assert [e.name for e in client.search_experiments()] == ["grid_search"]
+    default = client.get_experiment("0")  # MLflow's own, kept deleted and pointing into the workdir
+    assert default.lifecycle_stage == "deleted" and default.artifact_location == (workdir / "mlartifacts" / "0").resolve().as_uri()
     exp = client.get_experiment_by_name("grid_search")
     for run in client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial'"):
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")]
