@@ -67,12 +67,14 @@ class LiveView:
         self.stream.write(f"{time.strftime('%H:%M:%S')}  {line}\n")
         self._draw()
 
-    def update(self, key: str, label: str, total: int, tokens: int, loss: float | None) -> None:
+    def update(self, key: str, label: str, total: int, tokens: int, loss: float | None,
+               started: float | None = None) -> None:
+        """A trial's progress; ``started`` (when it started, 0 tokens) gives an ETA from its first report."""
         now = time.time()
         p = self.trials.setdefault(key, TrialProgress(label, total))
         p.tokens, p.loss = tokens, loss if loss is not None else p.loss
         if p.first is None:
-            p.first = (now, tokens)
+            p.first = (started, 0) if started is not None else (now, tokens)
         if self.live:
             self._clear()
             self._draw()

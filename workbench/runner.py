@@ -183,7 +183,7 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                     out.last = result  # an intermediate validation, kept for an early stop
                 losses = [s["train_loss"] for s in result.get("wb_steps", []) if "train_loss" in s]
                 progress.VIEW.update(trial.trial_id, trial_label(out.trial), out.trial.spec.train.tokens,
-                                     result.get("tokens", 0), losses[-1] if losses else None)
+                                     result.get("tokens", 0), losses[-1] if losses else None, out.started)
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             if trial.trial_id not in self.keys:
