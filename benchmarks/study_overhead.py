@@ -2,8 +2,8 @@
 
     python benchmarks/study_overhead.py overhead studies/quickstart.yaml [--out FILE]
         Each trial of the study run directly (run_trial, no Ray, no MLflow) one after another, then
-        the same study through `run_study` one trial at a time (Ray + tracking): the difference per
-        trial is the machinery's cost. Where it goes: start-up (run_study's call to the first
+        the same study through `run_study` one trial at a time (Ray + tracking), then the direct
+        runs again: the difference per trial from the direct runs' mean is the machinery's cost. Where it goes: start-up (run_study's call to the first
         trial's start: Ray, the Tuner, the first actor), each trial's time in the study beyond its
         direct run (the actor's imports, the store's writes at start and end), the gaps between
         one trial's end and the next one's start (Tune's scheduling), and the teardown.
@@ -40,19 +40,30 @@ def timed_study(study: StudySpec, workdir: Path, **kw) -> tuple[float, float, fl
     return seconds, began, ended, sorted(run.outcomes.values(), key=lambda o: o.started)
 
 
-def overhead(study: StudySpec, scratch: Path) -> dict:
-    trials = expand(study)
-    direct = {}
+def direct_runs(study: StudySpec, trials: list, scratch: Path) -> dict[str, float]:
+    """Seconds of each trial run directly (run_trial in this process, no Ray, no store)."""
+    seconds = {}
     for t in trials:
         torch.set_num_threads(max(1, int(study.resources.cpu)))
         start = time.perf_counter()
-        run_trial(t.spec, scratch / "direct" / t.spec_hash)
-        direct[t.spec_hash] = time.perf_counter() - start
+        run_trial(t.spec, scratch / t.spec_hash)
+        seconds[t.spec_hash] = time.perf_counter() - start
+    return seconds
+
+
+def overhead(study: StudySpec, scratch: Path) -> dict:
+    trials = expand(study)
+    # The direct runs go before and after the study, each trial's mean their time: on a shared
+    # machine whose load drifts, the study is compared with runs from both sides of it.
+    before = direct_runs(study, trials, scratch / "direct-before")
     through, began, ended, outcomes = timed_study(study, scratch / "study", max_concurrent=1)
+    after = direct_runs(study, trials, scratch / "direct-after")
+    direct = {h: (before[h] + after[h]) / 2 for h in before}
     n = len(trials)
     excess = [o.seconds - direct[o.trial.spec_hash] for o in outcomes]
     gaps = [b.started - (a.started + a.seconds) for a, b in zip(outcomes, outcomes[1:])]
-    return {"trials": n, "direct_seconds": list(direct.values()), "direct_total": sum(direct.values()),
+    return {"trials": n, "direct_seconds": list(direct.values()), "direct_before_seconds": list(before.values()),
+            "direct_after_seconds": list(after.values()), "direct_total": sum(direct.values()),
             "study_seconds": through, "overhead_per_trial": (through - sum(direct.values())) / n,
             "startup_seconds": outcomes[0].started - began, "in_trial_excess_seconds": excess,
             "in_trial_excess_total": sum(excess), "gap_seconds": gaps, "gaps_total": sum(gaps),
