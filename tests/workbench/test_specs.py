@@ -205,4 +205,3 @@ def test_a_forget_gate_written_without_bias_init_keeps_its_hash():
     assert ModelSpec.model_validate_json(remembering.model_dump_json()) == remembering
     bias = build_model(remembering).blocks[0].attn.forget_gate.proj.bias
     assert bias.tolist() == [4.0] * remembering.n_heads
-
