@@ -9,12 +9,13 @@ import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
-from workbench import results, stats
+from workbench import table
+from workbench.report import SPIKES
 
 # Table 3's column order, with the paper's names.
 SLOT_NAMES = {"rope": "RoPE", "forget_gate": "Forget gate", "qk_norm": "QK-norm", "output_gate": "Output gate",
               "output_norm": "Output norm", "kv_shift": "KV-shift"}
-SIGNIFICANCE = "Welch's two-sided t-test of the per-seed values against the base's, p < 0.05"
+SIGNIFICANCE = "the paired two-sided t-test against the base gives p < {alpha:g}{holm}"
 BAND = "band: min to max over seeds"
 
 
@@ -22,36 +23,84 @@ def esc(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def ablation_table(runs: pl.DataFrame, table: pl.DataFrame, base: str, metric: str = "val_ppl") -> str:
-    """One row per variant: a check mark per slot, parameters, seeds, mean with 95% CI, delta vs
-    base, and a star where the difference is significant."""
-    runs = results.with_row_labels(runs)
-    base_values = runs.filter(pl.col("row") == base)[metric].to_list()
+def _slot_cell(slot: str, kind) -> str:
+    """A check for the kind the paper's presets use, the kind's name for any other, blank for none."""
+    if kind in (None, "none"):
+        return '<td class="mark"></td>'
+    text = "&#10003;" if kind == table.STANDARD_KINDS[slot] else f'<span class="kind">{esc(kind)}</span>'
+    return f'<td class="mark" title="{esc(kind)}">{text}</td>'
+
+
+def _runs_cell(r: dict) -> str:
+    parts = [f"{r[k]} {k}" for k in ("finished", "failed", "killed", "running", "stopped", "to_run") if r.get(k)]
+    text = esc(", ".join(parts).replace("to_run", "to run"))
+    if r["reasons"]:
+        return f'<td class="runs failed" title="{esc(chr(10).join(r["reasons"]))}">{text}</td>'
+    return f'<td class="runs">{text}</td>'
+
+
+def _spikes_cell(r: dict) -> str:
+    if r.get("runs_spiked") is None:
+        return '<td class="num"></td>'
+    title = (f'{r["grad_spikes"]} gradient-norm and {r["loss_spikes"]} loss spikes; largest gradient norm after '
+             f'warmup {r["grad_norm_max"]:.3g}')
+    mark = '<span class="spike">&#9889;</span> ' if r["runs_spiked"] else ""
+    return f'<td class="num spikes" title="{esc(title)}">{mark}{r["runs_spiked"]}/{r["finished"]}</td>'
+
+
+def _delta_cell(r: dict, alpha: float, holm: bool) -> str:
+    if r["comparison"] == "base":
+        return '<td class="num">base</td>'
+    if r["delta"] is None:
+        why = "no base row at these searched values" if r["search_point"] else "no finished seeds to compare"
+        return f'<td class="num" title="{esc(why)}">&mdash;</td>'
+    p = r["p_holm"] if holm else r["p_value"]
+    star = f' <span class="sig" title="p = {p:.3g}">&#9733;</span>' if p is not None and p < alpha else ""
+    vs = f'<br><span class="vs">vs {esc(r["base_row"])} ({esc(r["comparison"])})</span>' if r["search_point"] else ""
+    paired = ""
+    if r["paired_n"] and r["paired_ci95"] is not None:
+        paired = (f'<br><span class="paired" title="mean of the per-seed differences from {esc(r["base_row"])}, '
+                  f'{r["paired_n"]} seeds">paired {r["paired_delta"]:+.3f} &plusmn; {r["paired_ci95"]:.3f}</span>')
+    return f'<td class="num">{r["delta"]:+.3f}{star}{paired}{vs}</td>'
+
+
+def ablation_table(rows: pl.DataFrame, info: table.StudyInfo, metric: str = "val_ppl", holm: bool = True) -> str:
+    """One row per table row (workbench.table): the kind per slot, parameters, seeds (marked when
+    fewer than the study asks for), mean with 95% CI, delta vs the base with the paired comparison,
+    its p and MDE, the runs by state (failures' reasons on hover) and spikes."""
     head = "".join(f"<th>{n}</th>" for n in SLOT_NAMES.values())
-    rows = []
-    for r in table.iter_rows(named=True):
-        mine = runs.filter(pl.col("row") == r["row"])
-        first = mine.row(0, named=True)
-        marks = "".join(
-            f'<td class="mark" title="{esc(first.get(f"slot.{s}", "?"))}">'
-            f'{"&#10003;" if first.get(f"slot.{s}", "none") not in ("none", None) else ""}</td>' for s in SLOT_NAMES)
+    body = []
+    for r in rows.iter_rows(named=True):
+        marks = "".join(_slot_cell(s, r[f"slot.{s}"]) for s in SLOT_NAMES)
         ci = f" &plusmn; {r['ci95']:.3f}" if r["ci95"] is not None else ""
-        p = None if r["row"] == base else stats.welch_p(mine[metric].to_list(), base_values)
-        star = ' <span class="sig" title="p = {:.3g}">&#9733;</span>'.format(p) if p is not None and p < 0.05 else ""
-        delta = "" if r["delta"] is None or r["row"] == base else f"{r['delta']:+.3f}"
-        paired = ""
-        if r["row"] != base and r.get("paired_seeds") and r.get("paired_ci95") is not None:
-            paired = (f'<br><span class="paired" title="mean of the per-seed differences from {esc(base)}, '
-                      f'{r["paired_seeds"]} seeds">paired {r["paired_delta"]:+.3f} &plusmn; {r["paired_ci95"]:.3f}</span>')
-        params = f"{int(first['n_params']):,}" if first.get("n_params") is not None else ""
-        rows.append(f'<tr><td class="variant">{esc(r["row"])}</td>{marks}<td class="num">{params}</td>'
-                    f'<td class="num">{r["seeds"]}</td><td class="num value">{r["mean"]:.3f}{ci}</td>'
-                    f'<td class="num">{delta}{star}{paired}</td></tr>')
+        value = f"{r['mean']:.3f}{ci}" if r["mean"] is not None else ""
+        seeds = (f'<span class="fewer" title="the study asks for {r["seeds_expected"]} seeds">{r["n_seeds"]}/'
+                 f'{r["seeds_expected"]}</span>' if r["fewer_seeds"] else str(r["n_seeds"]))
+        params = f"{r['n_params']:,}" if r["n_params"] is not None else ""
+        p = r["p_holm"] if holm else r["p_value"]
+        p_text = "" if p is None else f"{p:.3g}"
+        mde = "" if r["mde"] is None else f"{r['mde']:.3f}"
+        body.append(f'<tr><td class="variant">{esc(r["row"])}</td>{marks}<td class="num">{params}</td>'
+                    f'<td class="num">{seeds}</td><td class="num value">{value}</td>{_delta_cell(r, info.alpha, holm)}'
+                    f'<td class="num">{p_text}</td><td class="num mde">{mde}</td>{_runs_cell(r)}{_spikes_cell(r)}</tr>')
+    p_head = "p (paired, Holm)" if holm else "p (paired)"
     return (f'<table class="ablation"><thead><tr><th>Variant</th>{head}<th>Params</th><th>Seeds</th>'
-            f"<th>{esc(metric)} (mean &plusmn; 95% CI)</th><th>&Delta; vs {esc(base)}</th></tr></thead>"
-            f'<tbody>{"".join(rows)}</tbody></table><p class="note">&#9733;: {SIGNIFICANCE}. CI: Student t over seeds. Paired: the mean and 95% CI of '
-            "the per-seed differences from the base (a seed fixes the data order of every variant), over the seeds "
-            "both have.</p>")
+            f"<th>{esc(metric)} (mean &plusmn; 95% CI)</th><th>&Delta; vs {esc(info.base)}</th><th>{p_head}</th>"
+            f"<th>MDE</th><th>Runs</th><th>Spikes</th></tr></thead>"
+            f'<tbody>{"".join(body)}</tbody></table><p class="note">{table_note(info, holm)}</p>')
+
+
+def table_note(info: table.StudyInfo, holm: bool) -> str:
+    kinds = ", ".join(f"{s} {k}" for s, k in table.STANDARD_KINDS.items())
+    return (f"Base: {esc(info.base)} ({esc(info.base_from)}). &#10003;: the kind the paper's presets use ({esc(kinds)}); "
+            "another kind is named. CI: Student t over seeds; a seed count k/n: k finished where the study asks for "
+            f"n. &#9733;: {SIGNIFICANCE.format(alpha=info.alpha, holm=', Holm-adjusted over the rows' if holm else '')}. "
+            "Paired: the mean and 95% CI of the per-seed differences from the base (a seed fixes the data order of "
+            "every variant), over the seeds both have. MDE: the smallest true difference the paired test detects "
+            f"with 80% power at alpha {info.alpha:g}, given that spread and n (docs/statistics.md). With a search, "
+            "a row is compared with the base at the same searched values, else a variant's best row (lowest mean "
+            "val_loss) with the base's best, chosen on these runs. Runs: by state; hover a failure for its reason. "
+            f"&#9889; Spikes: {esc(SPIKES)}.")
 
 
 def _band(fig, x, ys: np.ndarray, name: str, color: str, row=None, col=None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +14,13 @@ from plotly.offline import get_plotlyjs
 
 from dashboards import figures
 from dashboards.figures import esc
-from workbench import results
-from workbench.tracking import KIND, Store, quote
+from workbench import results, table
+from workbench.tracking import Store
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 table.ablation{border-collapse:collapse;font-size:14px}table.ablation td,table.ablation th{border-bottom:1px solid #ddd;padding:4px 8px}
 td.num{text-align:right;font-variant-numeric:tabular-nums}td.mark{text-align:center}.sig{color:#b8860b}.note{color:#666;font-size:13px}
+td.failed,.fewer{color:#b22222}.spike{color:#d2691e}.kind{font-size:12px;font-weight:600}.vs{color:#666;font-size:12px}
 section{margin:2em 0}h2{font-size:18px}"""
 # Collects script errors from the first line on, for people and for the browser test alike.
 ERRORS = "<script>window.__wb_errors=[];addEventListener('error',function(e){window.__wb_errors.push(String(e.message))});</script>"
@@ -56,23 +58,45 @@ class Page:
 
 
 def study_page(store: Store, study: str) -> tuple[str, dict]:
-    runs = results.finished_runs(store, study)
-    parent = store._search(f"tags.{KIND} = 'study' and tags.study = {quote(study)}")
-    description = parent[0].data.tags.get("mlflow.note.content", "") if parent else ""
+    attempts = results.all_runs(store, study)
+    runs = [r for r in attempts if r.info.status == "FINISHED"]
+    parent = results.study_parent(store, study)
+    tags = parent.data.tags if parent else {}
     page = Page(f"{study} · FoX ablation workbench")
-    page.html(f"<h1>{esc(study)}</h1><p>{esc(description)}</p>")
-    frame = results.trial_runs(Path("."), study, runs=runs)
+    page.html(f"<h1>{esc(study)}</h1><p>{esc(tags.get('mlflow.note.content', ''))}</p>")
+    everything = results.trial_runs(Path("."), study, runs=attempts)
+    if everything.is_empty():
+        page.html("<p>No trials tracked yet.</p>")
+        return page.render(), {"variants": 0, "runs": 0}
+    # One definition of the base, the order and the rows, as `wb results` (workbench.table).
+    info = table.study_info(study, everything, parent_tags=tags)
+    rows = table.study_table(everything, info)
+    page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(rows, info) + "</section>")
+    summary = {"variants": rows["variant"].n_unique(), "runs": len(runs), "base": info.base,
+               "finished": int(rows["finished"].sum()), "failed": int(rows["failed"].sum() + rows["killed"].sum()),
+               "date": time.strftime("%Y-%m-%d", time.gmtime(parent.info.start_time / 1000)) if parent else "",
+               "best": _best(rows)}
+    frame = table.normalise(everything.filter(pl.col("status") == "FINISHED"))
     if frame.is_empty():
         page.html("<p>No finished trials yet.</p>")
-        return page.render(), {"variants": 0, "runs": 0}
-    order = list(dict.fromkeys(frame["variant"].to_list()))[::-1]  # the store lists newest first
-    # The study's own comparison row (tagged on its parent run by the runner), else the first.
-    tagged = parent[0].data.tags.get("base_variant") if parent else None
-    base = tagged if tagged in order else order[0]
-    table = results.study_table(frame, base, order=order)
-    page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(frame, table, base) + "</section>")
+        return page.render(), summary
+    order = rows.filter(pl.col("n_seeds") > 0)["row"].to_list()
+    curve_sections(page, store, runs, frame, order)
+    cost_section(page, frame, info.order)
+    page.html(f'<p class="note">{frame.height} finished trial rows from {len(runs)} finished runs '
+              f"({len(attempts)} tracked); every number on this page is read from the tracking store.</p>")
+    return page.render(), {**summary, "figures": page.n}
 
-    by_run = frame.filter(pl.col("alias_of").is_null()).select("run_id", "variant", "seed")
+
+def _best(rows: pl.DataFrame) -> str:
+    """The row of lowest mean val_ppl (the table's metric), with its value."""
+    done = rows.filter(pl.col("mean").is_not_null()).sort("mean")
+    return f"{done['row'][0]} ({done['mean'][0]:.3f})" if done.height else ""
+
+
+def curve_sections(page: Page, store: Store, runs: list, frame: pl.DataFrame, order: list[str]) -> None:
+    """Per-position loss, training curves, sensitivity and which heads forget, one curve per row
+    (a variant at one search point: never averaged across searched values)."""
     positions = results.per_position(store, runs)
     curves = position_curves(store, runs, frame, order, positions)
     if curves:
@@ -86,70 +110,78 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
                   f"(an early-stopped trial has none; none at all means the artifacts are not under "
                   f"{esc(str(store.artifact_root or 'the store'))}, e.g. a tracking store copied without its "
                   "mlartifacts folder): the per-position and per-head sections show the others only.</p>")
-
-    hist = results.histories(store, runs, "val_loss").join(by_run, on="run_id")
-    training = {}
-    for variant in order:
-        h = hist.filter(pl.col("variant") == variant)
-        if h.is_empty():
-            continue
-        wide = h.pivot(on="seed", index="tokens", values="value", aggregate_function="mean").sort("tokens").drop_nulls()
-        if wide.height:
-            training[variant] = (wide["tokens"].to_numpy(), wide.drop("tokens").to_numpy().T)
+    training = training_curves(store, runs, frame, order)
     if training:
         page.html("<section><h2>Training curves</h2>")
         page.figure(figures.training_curves_figure(training))
         page.html("</section>")
-
     searched = results.searched_values(runs)
     if not searched.is_empty() and "val_loss" in frame.columns:
         points = searched.join(frame.filter(pl.col("alias_of").is_null()).select("run_id", "variant", "val_loss"), on="run_id")
         page.html("<section><h2>Hyperparameter sensitivity</h2>")
         page.figure(figures.sensitivity_figure(points))
         page.html("</section>")
-
     heads, log_eps = forgetting_heads(store, runs, frame, order)
     if heads:
         page.html(f"<section><h2>{figures.HEADS_TITLE}</h2>")
         page.figure(figures.forgetting_heads_figure(heads, log_eps))
         page.html("</section>")
 
+
+def training_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[str]) -> dict:
+    """row -> (tokens, [seeds, points]) of validation loss at the tokens every seed has."""
+    by_run = frame.filter(pl.col("alias_of").is_null()).select("run_id", "row", "seed")
+    hist = results.histories(store, runs, "val_loss").join(by_run, on="run_id")
+    training = {}
+    for row in order:
+        h = hist.filter(pl.col("row") == row)
+        if h.is_empty():
+            continue
+        wide = h.pivot(on="seed", index="tokens", values="value", aggregate_function="mean").sort("tokens").drop_nulls()
+        if wide.height:
+            training[row] = (wide["tokens"].to_numpy(), wide.drop("tokens").to_numpy().T)
+    return training
+
+
+def cost_section(page: Page, frame: pl.DataFrame, order: list[str]) -> None:
     cost_cols = [c for c in ("n_params", "tokens_per_s", "mfu", "acp_kept_fraction", *figures.MEMORY_KEYS,
                              "gpu_utilization_mean") if c in frame.columns]
     per_variant = frame.group_by("variant", maintain_order=True).agg(pl.col(c).mean() for c in cost_cols)
-    per_variant = per_variant.with_columns(pl.col("variant").replace_strict({v: i for i, v in enumerate(order)}, return_dtype=pl.Int64).alias("_o")).sort("_o")
+    rank = {v: i for i, v in enumerate(order)}
+    per_variant = per_variant.with_columns(pl.col("variant").replace_strict(rank, default=len(rank), return_dtype=pl.Int64)
+                                           .alias("_o")).sort("_o")
     page.html("<section><h2>Parameters, throughput, MFU, memory and GPU use</h2>")
     page.figure(figures.cost_figure(per_variant))
-    page.html(f'</section><p class="note">{frame.height} finished trial rows from {len(runs)} tracked runs; '
-              "every number on this page is read from the tracking store.</p>")
-    return page.render(), {"variants": len(order), "runs": len(runs), "figures": page.n}
+    page.html("</section>")
 
 
 def forgetting_heads(store: Store, runs: list, frame: pl.DataFrame, order: list[str]):
-    """variant -> (layers, heads) mean over seeds of the share kept above pruning's threshold, and
+    """row -> (layers, heads) mean over seeds of the share kept above pruning's threshold, and
     the ln eps it was measured at; ({}, None) when no trial has a forget gate."""
     found = results.kept_per_head(store, runs)
+    frame = table.normalise(frame)
     maps, log_eps = {}, None
-    for variant in order:
-        ids = frame.filter(pl.col("variant") == variant)["run_id"].to_list()
+    for row in order:
+        ids = frame.filter(pl.col("row") == row)["run_id"].to_list()
         arrays = [np.array(found[i]["per_head"]) for i in ids if i in found]
         if arrays and len({a.shape for a in arrays}) == 1:
-            maps[variant] = np.mean(arrays, axis=0)
+            maps[row] = np.mean(arrays, axis=0)
             log_eps = next(found[i]["acp_log_eps"] for i in ids if i in found)
     return maps, log_eps
 
 
 def position_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[str],
                     positions: dict | None = None) -> dict[str, np.ndarray]:
-    """variant -> [seeds, positions] of L(i), from each run's per-position artifact (``positions``:
+    """row -> [seeds, positions] of L(i), from each run's per-position artifact (``positions``:
     results.per_position's answer, when the caller has it already)."""
     positions = results.per_position(store, runs) if positions is None else positions
+    frame = table.normalise(frame)
     curves = {}
-    for variant in order:
-        ids = frame.filter(pl.col("variant") == variant)["run_id"].to_list()
+    for row in order:
+        ids = frame.filter(pl.col("row") == row)["run_id"].to_list()
         arrays = [positions[i]["per_position_loss"] for i in ids if i in positions]
         if arrays and len({len(a) for a in arrays}) == 1:
-            curves[variant] = np.array(arrays)
+            curves[row] = np.array(arrays)
     return curves
 
 
@@ -159,6 +191,14 @@ def training_context(runs) -> int | None:
         if value is not None:
             return int(value)
     return None
+
+
+def index_row(page: str, study: str, info: dict) -> str:
+    failed = info.get("failed", 0)
+    return (f'<tr><td><a href="{esc(page)}">{esc(study)}</a></td><td>{esc(info.get("date", ""))}</td>'
+            f'<td class="num">{info["variants"]}</td><td class="num">{info.get("finished", 0)}</td>'
+            f'<td class="num{" failed" if failed else ""}">{failed}</td><td>{esc(info.get("base", ""))}</td>'
+            f'<td>{esc(info.get("best", ""))}</td></tr>')
 
 
 def build_site(store_uri: str, out: Path, artifact_root: Path | None = None, only: str | None = None) -> dict:
@@ -175,8 +215,11 @@ def build_site(store_uri: str, out: Path, artifact_root: Path | None = None, onl
         name = page_name(study)
         (out / name).write_text(text)
         pages[study] = name
-        items.append(f'<li><a href="{esc(name)}">{esc(study)}</a> ({info["variants"]} variants, {info["runs"]} runs)</li>')
+        items.append(index_row(name, study, info))
     index = Page("FoX ablation workbench: studies")
-    index.html("<h1>Studies</h1><ul>" + "".join(items) + "</ul>" if items else "<h1>Studies</h1><p>No studies tracked yet.</p>")
+    head = ("<tr><th>Study</th><th>Started</th><th>Variants</th><th>Trials finished</th><th>failed</th>"
+            "<th>Base</th><th>Best row (val_ppl)</th></tr>")
+    index.html(f'<h1>Studies</h1><table class="ablation studies"><thead>{head}</thead><tbody>{"".join(items)}'
+               "</tbody></table>" if items else "<h1>Studies</h1><p>No studies tracked yet.</p>")
     (out / "index.html").write_text(index.render())
     return pages

@@ -20,7 +20,7 @@ import polars as pl
 
 from dashboards import figures
 from dashboards.site import position_curves, training_context
-from workbench import results
+from workbench import results, table
 
 # docs/fox-notes.md, "Table 3" (360M params, 7.5B tokens, context 16384; one seed per row).
 PAPER = {
@@ -46,25 +46,28 @@ def main(argv=None):
         raise SystemExit(f"no tracking store in {args.workdir}")
     runs = results.finished_runs(store, args.study)
     frame = results.trial_runs(args.workdir, args.study, runs=runs)
-    # Table 3's rows in the paper's order; any other study in its own order.
-    order = [v for v in PAPER if v in set(frame["variant"])] or list(dict.fromkeys(frame["variant"].to_list()))[::-1]
-    table = results.study_table(frame, args.base, order=order)
+    # Table 3's rows in the paper's order; any other study in its own order (the store's).
+    parent = results.study_parent(store, args.study)
+    info = table.study_info(args.study, frame, parent_tags=parent.data.tags if parent else {}, base=args.base)
+    order = [v for v in PAPER if v in set(frame["variant"])] or info.order
+    info = table.StudyInfo(args.study, info.base, order, info.seeds, info.alpha, base_from=info.base_from)
+    summary = table.study_table(frame, info)
     curves = position_curves(store, runs, frame, order)
     context = training_context(runs)
     rows = []
     print("| variant | seeds | val_ppl mean | 95% CI | per seed | delta vs " + args.base + " | paper PPL |")
     print("|---|---|---|---|---|---|---|")
-    for r in table.iter_rows(named=True):
+    for r in summary.iter_rows(named=True):
         seeds = frame.filter(pl.col("variant") == r["row"]).sort("seed")
         per_seed = [round(v, 3) for v in seeds["val_ppl"].to_list()]
         curve = curves.get(r["row"])
         binned = None if curve is None else curve.mean(0)[: curve.shape[1] // 32 * 32].reshape(-1, 32).mean(1)
-        rows.append({"variant": r["row"], "seeds": r["seeds"], "val_ppl_mean": r["mean"], "ci95": r["ci95"],
+        rows.append({"variant": r["row"], "seeds": r["n_seeds"], "val_ppl_mean": r["mean"], "ci95": r["ci95"],
                      "val_ppl_per_seed": per_seed, "delta_vs_base": r["delta"], "paper_ppl": PAPER.get(r["row"]),
                      "n_params": int(seeds["n_params"][0]),
                      "loss_by_position_32_token_bins": None if binned is None else [round(float(v), 4) for v in binned]})
-        delta = "" if r["row"] == args.base else f"{r['delta']:+.3f}"
-        print(f"| {r['row']} | {r['seeds']} | {r['mean']:.3f} | ±{r['ci95']:.3f} | "
+        delta = "" if r["row"] == args.base or r["delta"] is None else f"{r['delta']:+.3f}"
+        print(f"| {r['row']} | {r['n_seeds']} | {r['mean']:.3f} | ±{r['ci95']:.3f} | "
               f"{', '.join(f'{v:.2f}' for v in per_seed)} | {delta} | {PAPER.get(r['row'], '')} |")
     out = {"study": args.study, "base": args.base, "context": context, "trials": frame.height, "rows": rows}
     args.out_json.write_text(json.dumps(out, indent=1))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from workbench import cli_reports
 from workbench.errors import SpecError
 
 
@@ -24,6 +25,9 @@ def _load_model_spec(target: str):
 def cmd_info(args: argparse.Namespace) -> int:
     from workbench.info import flops_per_token, param_breakdown, param_counts
 
+    if cli_reports.is_study_file(args.spec):
+        return cli_reports.cmd_info_study(args)
+    args.context = args.context or 2048
     spec = _load_model_spec(args.spec)
     counts, parts = param_counts(spec), param_breakdown(spec)
     flops = flops_per_token(spec, args.context)
@@ -87,21 +91,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     study = _load_study(args.study)
     workdir = Path(args.workdir)
     if args.dry_run:
-        trials, done = plan(study, workdir, args.tracking_uri)
-        print(f"study {study.name!r}: {len(trials)} trials, {sum(t.spec_hash in done for t in trials)} done")
-        print(f"{'variant':<36} {'seed':>4}  {'spec hash':<16}  {'params':>12}  status")
-        for t in trials:
-            status = "done" if t.spec_hash in done else "to run"
-            if t.optuna_samples:
-                status = f"optuna search of {t.optuna_samples} draws"
-            also = f"  (also: {', '.join(t.aliases)})" if t.aliases else ""
-            name = f"{t.variant} [{t.point_label}]" if t.search_point else t.variant
-            print(f"{name[:36]:<36} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  {status}{also}")
-        return 0
+        return cli_reports.dry_run(study, workdir, args)
     from workbench.telemetry import Telemetry
 
     run = run_study(study, workdir, ray_address=args.ray_address, tracking_uri=args.tracking_uri,
-                    max_concurrent=args.max_concurrent, telemetry=Telemetry(period_s=args.gpu_sample_seconds))
+                    max_concurrent=args.max_concurrent, telemetry=Telemetry(period_s=args.gpu_sample_seconds),
+                    progress_seconds=args.progress_seconds)
     ran = list(run.outcomes.values())
     before = sum(t.spec_hash in run.done for t in run.trials if not t.optuna_samples)
     print(f"\nstudy {study.name!r}: {len(run.trials)} trials or searches; {before} trials were already done; "
@@ -115,37 +110,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{len(failures)} trial(s) failed: " + "; ".join(f"{o.trial.variant} / seed {o.trial.seed}" for o in failures))
     print(f"results: wb results {args.study} --workdir {args.workdir}")
     return 1 if failures else 0
-
-
-def cmd_results(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from workbench.results import print_table, study_table, trial_runs
-    from workbench.study import expand
-
-    study = _load_study(args.study) if args.study.endswith((".yaml", ".yml")) else None
-    name = study.name if study else args.study
-    experiment = study.experiment if study else args.study
-    runs = trial_runs(Path(args.workdir), name, experiment, args.tracking_uri)
-    if runs.is_empty():
-        print(f"no finished trials of study {name!r} in {args.tracking_uri or args.workdir}", file=sys.stderr)
-        return 1
-    base = args.base or _base_variant(study, runs)
-    metric = args.metric
-    recorded = sorted(c for c in runs.columns if runs[c].dtype.is_float())
-    if metric not in runs.columns or not runs[metric].dtype.is_float():
-        print(f"--metric {metric!r} is not a final metric of these trials; recorded: {', '.join(recorded)}",
-              file=sys.stderr)
-        return 2
-    order = list(dict.fromkeys(t.variant for t in expand(study))) if study else None
-    print_table(study_table(runs, base, metric=metric, order=order), base, metric=metric)
-    return 0
-
-
-def _base_variant(study, runs) -> str:
-    from workbench.study import base_variant
-
-    return (base_variant(study.design) if study else None) or runs["variant"][0]
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
@@ -185,10 +149,12 @@ def _store_options(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wb", description="The FoX ablation workbench.")
+    parser.add_argument("--version", action=cli_reports.Version, help="the workbench's version, git commit and source fingerprint")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("info", help="parameter counts and FLOPs of a model spec or preset")
-    p.add_argument("spec", help="a preset name (fox_pro, ...) or a YAML model/trial file")
-    p.add_argument("--context", type=int, default=2048, help="context length for FLOPs (tokens)")
+    p = sub.add_parser("info", help="parameter counts and FLOPs of a model spec, preset or each variant of a study")
+    p.add_argument("spec", help="a preset name (fox_pro, ...), a YAML model or trial file, or a study file")
+    p.add_argument("--context", type=int,
+                   help="context length for FLOPs (tokens; default 2048, for a study its trials' context)")
     p.set_defaults(func=cmd_info)
     p = sub.add_parser("train", help="train and evaluate one trial; writes DIR/result.json")
     p.add_argument("trial", help="a trial YAML file (model, data, train, eval, seed)")
@@ -199,25 +165,27 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("run", help="run a study: every trial not yet finished, on Ray Tune, tracked in MLflow")
     p.add_argument("study", help="a study YAML file")
     _store_options(p)
-    p.add_argument("--dry-run", action="store_true", help="list the trials and whether each is done; run nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the trials and the state of each in the store (done, running, failed, to run); run nothing")
+    p.add_argument("--effect", type=float,
+                   help="with --dry-run: the seeds that would detect this effect (a fraction of the base's mean: "
+                        "0.01 = 1%%) with 80%% power, from the spread of the study's finished pilot runs")
+    p.add_argument("--metric", default="val_ppl", help="the metric --effect is stated in (default val_ppl)")
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start Ray locally)")
     p.add_argument("--max-concurrent", type=int, help="at most this many trials at once")
     p.add_argument("--gpu-sample-seconds", type=float, default=5.0,
                    help="sample each trial's GPU (utilisation, memory, power) this often; 0: never (default 5)")
+    p.add_argument("--progress-seconds", type=float, default=10.0,
+                   help="a running trial sends its tokens and loss to the driver and the store this often "
+                        "between validations; 0: at validations only (default 10)")
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("results", help="a study's table from the tracking store: mean and 95%% CI over seeds")
-    p.add_argument("study", help="the study's YAML file or its name")
-    _store_options(p)
-    p.add_argument("--base", help="the variant deltas are taken against (default: the design's base)")
-    p.add_argument("--metric", default="val_ppl",
-                   help="a final metric of the trials (default val_ppl; e.g. val_loss, tokens_per_s, mfu)")
-    p.set_defaults(func=cmd_results)
+    cli_reports.add_commands(sub, _store_options)
     p = sub.add_parser("dashboard", help="build the static dashboard site from the tracking store")
     p.add_argument("--study", help="only this study (default: every study in the store)")
     _store_options(p)
     p.add_argument("--out", help="site folder (default: WORKDIR/dashboard)")
     p.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 after building it")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=int, default=8765, help="port of --serve on 127.0.0.1 (default 8765; 0: any free one)")
     p.set_defaults(func=cmd_dashboard)
     args = parser.parse_args(argv)
     try:

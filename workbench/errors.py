@@ -1,11 +1,15 @@
 """User-facing errors: one line per problem, naming the field, the value and what is allowed."""
 from __future__ import annotations
 
+import types
+import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
+
+from workbench.paths import did_you_mean
 
 
 class SpecError(ValueError):
@@ -16,13 +20,80 @@ def _location(loc: tuple) -> str:
     return ".".join(str(part) for part in loc) or "(top level)"
 
 
-def format_validation_error(err: ValidationError, source: str = "") -> str:
+def _strip(annotation):
+    """The type under Annotated[...] (pydantic's SerializeAsAny, our slot validators)."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _kinds_of(member) -> tuple:
+    """The tags a union member answers to: the values of its ``kind`` Literal."""
+    field = getattr(member, "model_fields", {}).get("kind")
+    if field is None:
+        return ()
+    return typing.get_args(field.annotation) if typing.get_origin(field.annotation) is typing.Literal else (field.default,)
+
+
+def _descend(node, value, part):
+    """One step of an error's location: (the type there, the input there)."""
+    node = _strip(node)
+    origin = typing.get_origin(node)
+    if origin in (typing.Union, types.UnionType):
+        members = [_strip(m) for m in typing.get_args(node) if m is not type(None)]
+        # A discriminated union puts the tag (the kind) into the location, without a level of input.
+        tagged = [m for m in members if isinstance(part, str) and part in _kinds_of(m)]
+        if tagged:
+            return tagged[0], value
+        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel) and part in m.model_fields]
+        return _descend(models[0], value, part) if models else (None, None)
+    if origin in (list, tuple, dict):
+        args = typing.get_args(node)
+        inner = value[part] if isinstance(value, (list, dict)) and _has(value, part) else None
+        return (args[-1] if args else None), inner
+    if isinstance(node, type) and issubclass(node, BaseModel) and part in node.model_fields:
+        inner = value.get(part) if isinstance(value, dict) else None
+        annotation = _strip(node.model_fields[part].annotation)
+        from components.registry import ComponentSpec, options_class
+
+        if annotation is ComponentSpec:  # a slot: its options are those of the kind it was given
+            kind = inner.get("kind") if isinstance(inner, dict) else inner
+            try:
+                return options_class(part, kind), inner
+            except ValueError:
+                return None, None
+        return annotation, inner
+    return None, None
+
+
+def _has(container, key) -> bool:
+    return key in container if isinstance(container, dict) else isinstance(key, int) and -len(container) <= key < len(container)
+
+
+def allowed_fields(model: type[BaseModel], data: Any, loc: tuple) -> list[str]:
+    """The field names of the section an error's ``loc`` points into (for "did you mean")."""
+    node, value = model, data
+    for part in loc[:-1]:
+        node, value = _descend(node, value, part)
+        if node is None:
+            return []
+    node = _strip(node)
+    return list(node.model_fields) if isinstance(node, type) and issubclass(node, BaseModel) else []
+
+
+def format_validation_error(err: ValidationError, source: str = "", model: type[BaseModel] | None = None,
+                            data: Any = None) -> str:
+    """One line per problem; an unknown key gets the closest allowed one (``model`` and ``data``:
+    what was validated, to find the allowed keys)."""
     lines = []
     for e in err.errors():
         msg = e["msg"].removeprefix("Value error, ")
         value = e.get("input")
         shown = "" if isinstance(value, (dict, list)) else f" (got {value!r})"
-        lines.append(f"{_location(e['loc'])}: {msg}{shown}")
+        hint = ""
+        if e["type"] == "extra_forbidden" and model is not None and e["loc"]:
+            hint = did_you_mean(e["loc"][-1], allowed_fields(model, data, e["loc"]))
+        lines.append(f"{_location(e['loc'])}: {msg}{shown}{hint}")
     head = f"{source}: " if source else ""
     return head + f"{len(lines)} problem(s)\n  " + "\n  ".join(lines)
 
@@ -44,4 +115,4 @@ def validate(model: type[M], data: Any, source: str = "") -> M:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise SpecError(format_validation_error(e, source)) from None
+        raise SpecError(format_validation_error(e, source, model, data)) from None

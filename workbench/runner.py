@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench import progress
 from workbench.errors import SpecError
 from workbench.study import StudySpec, Trial, base_variant, expand
 from workbench.tracking import Store, create_local_store, local_tracking_uri, open_store
@@ -26,28 +27,44 @@ os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 # Tune's per-trial folder, so that data paths relative to where `wb run` ran are found; a trial
 # writes only under its absolute <workdir>/trials/<spec_hash>.
 os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
+# Between validations a trial reports its progress (tokens, training loss; no val_loss): the
+# scheduler (ASHA) and the searcher skip such results, Tune's strict check would reject them.
+os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
 
 class TuneReporter:
-    """Buffers the step metrics, and the GPU samples of ``sampler`` (set by run_trial where one
-    runs); hands both to Tune with each validation result (``wb_steps``, ``wb_system``)."""
+    """Buffers the step metrics (with the time each step ended), and the GPU samples of
+    ``sampler`` (set by run_trial where one runs); hands both to Tune with each validation result
+    (``wb_steps``, ``wb_system``), and every ``every_s`` seconds between validations with a
+    progress result (``wb_progress``: tokens and training loss, no val_loss). The validation of
+    the last step is left to the final evaluation, which reports val_loss at that step once."""
 
-    def __init__(self):
+    def __init__(self, total_tokens: int | None = None, every_s: float | None = None):
+        from workbench.progress import REPORT_EVERY_S
+
         self.steps: list[dict] = []
         self.tokens = 0  # trained so far: the step of each GPU sample
         self.sampler = None
+        self.total = total_tokens
+        self.every_s = REPORT_EVERY_S if every_s is None else every_s
+        self.sent = time.time()
 
     def report(self, tokens: int, metrics: dict) -> None:
         from ray import tune
 
         self.tokens = tokens
-        self.steps.append({"tokens": tokens, **metrics})
+        if self.total is not None and tokens >= self.total:
+            metrics = {k: v for k, v in metrics.items() if k != "val_loss"}
+        self.steps.append({"tokens": tokens, **metrics, "time_ms": int(time.time() * 1000)})
         if "val_loss" in metrics:
             tune.report({"tokens": tokens, "val_loss": metrics["val_loss"], "wb_steps": self.take(),
                          "wb_system": self.take_system()})
+        elif self.every_s > 0 and time.time() - self.sent >= self.every_s:
+            tune.report({"tokens": tokens, "train_loss": metrics.get("train_loss"), "wb_progress": True,
+                         "wb_steps": self.take(), "wb_system": self.take_system()})
 
     def take(self) -> list[dict]:
-        steps, self.steps = self.steps, []
+        steps, self.steps, self.sent = self.steps, [], time.time()
         return steps
 
     def take_system(self) -> list[dict]:
@@ -59,16 +76,18 @@ def train_trial(tune_config: dict, telemetry=None) -> None:
     from workbench.specs import TrialSpec
 
     config = tune_config["t"]
-    _run_and_report(TrialSpec.model_validate_json(config["spec"]), Path(config["dir"]), config["cpus"], telemetry)
+    _run_and_report(TrialSpec.model_validate_json(config["spec"]), Path(config["dir"]), config["cpus"], telemetry,
+                    config.get("progress_s"))
 
 
-def train_search_trial(tune_config: dict, template: str, workdir: str, cpus: float, telemetry=None) -> None:
+def train_search_trial(tune_config: dict, template: str, workdir: str, cpus: float, telemetry=None,
+                       progress_s: float | None = None) -> None:
     """The trainable of an Optuna search: the template trial with the drawn values set."""
     from workbench.specs import TrialSpec
     from workbench.study import Trial, with_point
 
     trial = with_point(Trial("", 0, TrialSpec.model_validate_json(template)), search_point(tune_config))
-    _run_and_report(trial.spec, Path(workdir) / "trials" / trial.spec_hash, cpus, telemetry)
+    _run_and_report(trial.spec, Path(workdir) / "trials" / trial.spec_hash, cpus, telemetry, progress_s)
 
 
 def search_point(tune_config: dict) -> dict:
@@ -76,15 +95,21 @@ def search_point(tune_config: dict) -> dict:
     return {key.replace("__", "."): value for key, value in tune_config.items()}
 
 
-def _run_and_report(spec, out: Path, cpus: float, telemetry=None) -> None:
+def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: float | None = None) -> None:
     import torch
     from ray import tune
 
+    from workbench.telemetry import reset_peak_rss
     from workbench.trial import run_trial
 
     if spec.train.cpu_threads is None:
         torch.set_num_threads(max(1, int(cpus)))
-    reporter = TuneReporter()
+    if spec.train.compile:
+        # Trials share a reused actor: the compiler's caches of the previous trial's model would
+        # count against this one's recompile limit.
+        torch.compiler.reset()
+    reset_peak_rss()  # the actor may have run other trials: this one's peak is its own
+    reporter = TuneReporter(spec.train.tokens, progress_s)
     try:
         result = run_trial(spec, out, reporter, telemetry=telemetry)
     except Exception as e:  # recorded FAILED with its reason; the study goes on
@@ -132,15 +157,17 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             out = outcomes.setdefault(ours.spec_hash, Outcome(ours))
             out.status, out.started = "RUNNING", time.time()
             self.runs[trial.trial_id] = store.start_trial(parent_id, study, out.trial, code)
-            point = f" [{out.trial.point_label}]" if out.trial.search_point else ""
-            _say(f"start    {out.trial.variant}{point} / seed {out.trial.seed}  [{out.trial.spec_hash}]")
+            _say(f"start    {trial_label(out.trial)}  [{out.trial.spec_hash}]")
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             if trial.trial_id not in self.keys:
                 return
             run_id, out = self.runs[trial.trial_id], self._outcome(trial)
-            rows = [(k, v, s["tokens"]) for s in result.get("wb_steps", []) for k, v in s.items()
-                    if k not in ("tokens", "step") and isinstance(v, (int, float))]
+            # Each step's metrics carry the time the step ended (the trial's clock), so the store
+            # tells a running trial's rate (wb status) whatever the reports' batching.
+            rows = [(k, v, s["tokens"], s["time_ms"]) if "time_ms" in s else (k, v, s["tokens"])
+                    for s in result.get("wb_steps", []) for k, v in s.items()
+                    if k not in ("tokens", "step", "time_ms") and isinstance(v, (int, float))]
             # GPU samples keep the time they were taken: MLflow's UI plots system metrics by it.
             rows += [(k, v, s["tokens"], s["time_ms"]) for s in result.get("wb_system", []) for k, v in s.items()
                      if k.startswith("system/")]
@@ -152,7 +179,11 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                 store.fail_trial(run_id, result["wb_failed"])
                 self._end(out, "FAILED", reason=result["wb_failed"])
             else:
-                out.last = result  # an intermediate validation, kept for an early stop
+                if not result.get("wb_progress"):
+                    out.last = result  # an intermediate validation, kept for an early stop
+                losses = [s["train_loss"] for s in result.get("wb_steps", []) if "train_loss" in s]
+                progress.VIEW.update(trial.trial_id, trial_label(out.trial), out.trial.spec.train.tokens,
+                                     result.get("tokens", 0), losses[-1] if losses else None, out.started)
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             if trial.trial_id not in self.keys:
@@ -178,8 +209,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             out.status, out.reason, out.val_ppl, out.seconds = status, reason, val_ppl, time.time() - out.started
             done = sum(o.status in ("FINISHED", "FAILED") for o in outcomes.values())
             detail = f"val_ppl {val_ppl:.3f}" if val_ppl else reason[:160]
-            _say(f"{status.lower():<9}{out.trial.variant} / seed {out.trial.seed}  {detail}  "
-                 f"({out.seconds:.0f} s)  [{done}/{len(outcomes)}]")
+            progress.VIEW.done(next((k for k, v in self.keys.items() if v == out.trial.spec_hash), ""))
+            _say(f"{status.lower():<9}{trial_label(out.trial)}  {detail}  ({out.seconds:.0f} s)  [{done}/{len(outcomes)}]")
 
     return TrackingCallback()
 
@@ -192,7 +223,13 @@ def _error_text(trial) -> str:
 
 
 def _say(line: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')}  {line}", file=sys.stderr, flush=True)
+    progress.say(line)  # above the running trials' progress lines (workbench.progress)
+
+
+def trial_label(trial: Trial) -> str:
+    """The full name of a trial: variant, searched values, seed."""
+    point = f" [{trial.point_label}]" if trial.search_point else ""
+    return f"{trial.variant}{point} / seed {trial.seed}"
 
 
 def check_gpus(study: StudySpec, ray_address: str | None) -> None:
@@ -226,9 +263,11 @@ def plan(study: StudySpec, workdir: Path, tracking_uri: str | None) -> tuple[lis
 
 
 def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None, tracking_uri: str | None = None,
-              max_concurrent: int | None = None, telemetry=None) -> StudyRun:
+              max_concurrent: int | None = None, telemetry=None, progress_seconds: float | None = None) -> StudyRun:
     """Run the study's trials that are not done. ``telemetry`` (a workbench.telemetry.Telemetry,
-    default NVML every 5 s on CUDA) is how each trial samples its GPU."""
+    default NVML every 5 s on CUDA) is how each trial samples its GPU; ``progress_seconds``
+    (default workbench.progress.REPORT_EVERY_S, 0: only at validations) how often a running trial
+    reports its tokens and loss between validations."""
     if ray_address is not None and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").exists():
         # `ray start` turns token authentication on and keeps the token in ~/.ray/auth_token; a
         # driver sends it only with RAY_AUTH_MODE=token (Ray 2.60), read when ray is first imported.
@@ -257,6 +296,9 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     if reaped:
         _say(f"{reaped} trial run(s) left RUNNING by an earlier driver marked KILLED; they run again")
     parent_id = store.study_run(study.name, study.description, code, base_variant(study.design))
+    from workbench.table import design_tags  # scipy and polars: not for the trials' processes, which import this module
+
+    store.describe_study(parent_id, design_tags(study))
     if not ray.is_initialized():
         # address="local": always a Ray of our own. With no address, ray.init joins the cluster the
         # last `ray start` on this machine recorded (/tmp/ray/ray_current_cluster) or RAY_ADDRESS,
@@ -271,27 +313,28 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     else:
         groups = [plain] if plain else []
     for group in groups:
-        _fit(study, group, workdir, callback, max_concurrent, telemetry)
+        _fit(study, group, workdir, callback, max_concurrent, telemetry, progress_seconds)
     for template in (t for t in todo if t.optuna_samples):
-        _fit_optuna(study, template, store, workdir, callback, max_concurrent, telemetry)
+        _fit_optuna(study, template, store, workdir, callback, max_concurrent, telemetry, progress_seconds)
     failed = sum(o.status != "FINISHED" for o in outcomes.values())
     store.end_study(parent_id, failed)
     return StudyRun(trials, done, outcomes)
 
 
 
-def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_concurrent: int | None, telemetry=None) -> None:
+def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_concurrent: int | None, telemetry=None,
+         progress_s: float | None = None) -> None:
     from ray import tune
 
     configs = [{"key": t.spec_hash, "spec": t.spec.model_dump_json(), "dir": str(workdir / "trials" / t.spec_hash),
-                "cpus": study.resources.cpu} for t in trials]
+                "cpus": study.resources.cpu, "progress_s": progress_s} for t in trials]
     scheduler = _asha(study, trials)
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(train_trial, telemetry=telemetry),
                             {"cpu": study.resources.cpu, "gpu": study.resources.gpu}),
         param_space={"t": tune.grid_search(configs)},
         tune_config=tune.TuneConfig(
-            scheduler=scheduler, max_concurrent_trials=max_concurrent,
+            scheduler=scheduler, max_concurrent_trials=max_concurrent, reuse_actors=True,
             trial_name_creator=lambda tr: tr.config["t"]["key"],
             trial_dirname_creator=lambda tr: tr.config["t"]["key"],
         ),
@@ -316,7 +359,7 @@ def _optuna_done(store: Store, study: StudySpec, template: Trial) -> int:
 
 
 def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, callback, max_concurrent,
-                telemetry=None) -> None:
+                telemetry=None, progress_s: float | None = None) -> None:
     """An Optuna search for one (variant, seed), warm-started with the draws already finished."""
     from ray import tune
     from ray.tune.search.optuna import OptunaSearch
@@ -326,7 +369,7 @@ def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, 
     points = [{p.replace(".", "__"): _param_value(r.data.params[p]) for p in search.space} for r in prior]
     space = {p.replace(".", "__"): d.tune_domain() for p, d in search.space.items()}
     # A new seed per resumption: the same seed would start by drawing the finished points again.
-    searcher = OptunaSearch(metric="val_loss", mode="min", seed=search.seed + len(prior),
+    searcher = _on_validations(OptunaSearch)(metric="val_loss", mode="min", seed=search.seed + len(prior),
                             points_to_evaluate=points or None,
                             evaluated_rewards=[r.data.metrics["val_loss"] for r in prior] or None)
     from workbench.study import with_point
@@ -334,16 +377,28 @@ def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, 
     scheduler = _asha(study, [template])
     callback.resolve = lambda config: with_point(template, search_point(config))
     trainable = tune.with_parameters(train_search_trial, template=template.spec.model_dump_json(),
-                                     workdir=str(workdir), cpus=study.resources.cpu, telemetry=telemetry)
+                                     workdir=str(workdir), cpus=study.resources.cpu, telemetry=telemetry,
+                                     progress_s=progress_s)
     tuner = tune.Tuner(
         tune.with_resources(trainable, {"cpu": study.resources.cpu, "gpu": study.resources.gpu}),
         param_space=space,
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
                                     num_samples=template.optuna_samples - len(prior),
-                                    max_concurrent_trials=max_concurrent),
+                                    max_concurrent_trials=max_concurrent, reuse_actors=True),
         run_config=_run_config(study, workdir, callback),
     )
     tuner.fit()
+
+
+def _on_validations(searcher_class):
+    """The searcher, deaf to a trial's progress results (no val_loss; OptunaSearch would fail on them)."""
+
+    class OnValidations(searcher_class):
+        def on_trial_result(self, trial_id: str, result: dict):
+            if self.metric in result:
+                super().on_trial_result(trial_id, result)
+
+    return OnValidations
 
 
 def _param_value(text: str):

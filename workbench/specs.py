@@ -110,13 +110,15 @@ class ModelSpec(Spec):
     def _preset(cls, data: Any) -> Any:
         return apply_preset(data) if isinstance(data, dict) else data
 
-    @field_validator("n_heads")
-    @classmethod
-    def _heads_divide(cls, n_heads: int, info: ValidationInfo) -> int:
-        d_model = info.data.get("d_model")
-        if d_model is not None and d_model % n_heads:
-            raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}; pick a divisor of {d_model}")
-        return n_heads
+    @model_validator(mode="after")
+    def _heads_divide(self):
+        # After the fields, and only when every field is valid: a misspelt `n_head` is reported as
+        # the unknown key it is, not also as a clash of the default n_heads=12 with d_model.
+        if self.d_model % self.n_heads:
+            given = "" if "n_heads" in self.model_fields_set else " (the default)"
+            raise ValueError(f"n_heads={self.n_heads}{given} does not divide d_model={self.d_model}; "
+                             f"pick a divisor of {self.d_model}")
+        return self
 
     @property
     def head_dim(self) -> int:

@@ -120,6 +120,32 @@ def welch_p(a: Iterable[float | None], b: Iterable[float | None]) -> float | Non
     return None if math.isnan(p) else float(p)
 
 
+class Welch(NamedTuple):
+    delta: float | None  # mean of a - mean of b
+    half_width: float | None  # of its two-sided CI (Welch-Satterthwaite df); None when undefined
+    p: float | None  # two-sided Welch t-test, as welch_p
+    df: float | None
+
+
+def welch(a: Iterable[float | None], b: Iterable[float | None], confidence: float = 0.95) -> Welch:
+    """Unpaired comparison of two samples (two studies' seeds of one variant, say): the difference
+    of the means, its Welch CI (t on the Welch-Satterthwaite degrees of freedom, unequal variances)
+    and Welch's two-sided p."""
+    _check_fraction("confidence", confidence)
+    x, y = _values(a), _values(b)
+    if len(x) == 0 or len(y) == 0:
+        return Welch(None, None, None, None)
+    delta = float(x.mean() - y.mean())
+    if len(x) < 2 or len(y) < 2:
+        return Welch(delta, None, None, None)
+    va, vb = _sd(x) ** 2 / len(x), _sd(y) ** 2 / len(y)
+    if va + vb == 0:
+        return Welch(delta, 0.0, welch_p(x, y), None)
+    df = (va + vb) ** 2 / (va ** 2 / (len(x) - 1) + vb ** 2 / (len(y) - 1))
+    half = float(stats.t.ppf((1 + confidence) / 2, df) * math.sqrt(va + vb))
+    return Welch(delta, half, welch_p(x, y), float(df))
+
+
 def pooled_sd(a: Iterable[float | None], b: Iterable[float | None]) -> float | None:
     """Pooled standard deviation of two samples, sqrt(((n_a-1) s_a^2 + (n_b-1) s_b^2) / (n_a+n_b-2)),
     the sd the unpaired power and MDE take; None when there are fewer than 3 values in all."""

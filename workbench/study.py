@@ -147,6 +147,9 @@ class StudySpec(Spec):
     search: SearchSpec | None = None
     resources: Resources = Resources()
     tracking: Tracking = Tracking()
+    # The significance level of every comparison the results show (the paired t-test against the
+    # base, and the minimal detectable effect at 80% power); docs/statistics.md.
+    alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
 
     @model_validator(mode="after")
     def _names_are_searchable(self):
@@ -162,14 +165,24 @@ class StudySpec(Spec):
         return self.tracking.experiment or self.name
 
 
-def base_variant(design) -> str | None:
+def base_variant(design) -> str:
     """The row a study's deltas are taken against: the base of an ablation or cumulative design,
-    a variants design's compare_to (else its first variant); None for a grid."""
+    a variants design's compare_to (else its first variant), a grid's first cell (every axis at
+    its first value)."""
     if isinstance(design, (AblationDesign, CumulativeDesign)):
         return design.base_name
     if isinstance(design, VariantsDesign):
         return design.compare_to or design.variants[0].name
-    return None
+    return _grid_name([(path, values[0]) for path, values in design.axes.items()])
+
+
+def variant_names(study: "StudySpec") -> list[str]:
+    """Every variant name of the design, in the design's order (aliases included)."""
+    return [name for name, _, _ in _variants(study)]
+
+
+def _grid_name(edits: list[tuple[str, Any]]) -> str:
+    return ", ".join(f"{p.split('.')[-1]}={v}" for p, v in edits)
 
 
 def _design_names(design) -> list[str]:
@@ -207,8 +220,7 @@ def _variants(study: StudySpec) -> list[tuple[str, str, list[tuple[str, Any]]]]:
         out = []
         for values in itertools.product(*d.axes.values()):
             edits = list(zip(paths, values))
-            name = ", ".join(f"{p.split('.')[-1]}={v}" for p, v in edits)
-            out.append((name, "design.axes", edits))
+            out.append((_grid_name(edits), "design.axes", edits))
         return out
     if isinstance(d, AblationDesign):
         return [(d.base_name, "base", [])] + [
@@ -239,7 +251,7 @@ def expand(study: StudySpec) -> list[Trial]:
     try:
         base = TrialSpec.model_validate(study.base).model_dump(mode="json")
     except ValidationError as e:
-        raise SpecError(format_validation_error(e, f"study {study.name!r}, base")) from None
+        raise SpecError(format_validation_error(e, f"study {study.name!r}, base", TrialSpec, study.base)) from None
     trials, names = [], set()
     for name, where, edits in _variants(study):
         if name in names:
@@ -257,7 +269,7 @@ def expand(study: StudySpec) -> list[Trial]:
                 try:
                     spec = TrialSpec.model_validate({**data, "seed": seed})
                 except ValidationError as e:
-                    raise SpecError(format_validation_error(e, f"{where} ({name})")) from None
+                    raise SpecError(format_validation_error(e, f"{where} ({name})", TrialSpec, data)) from None
                 samples = study.search.num_samples if study.search and study.search.algorithm == "optuna" else 0
                 trials.append(Trial(name, seed, spec, tuple(point), optuna_samples=samples))
     return _merge_aliases(trials)

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -43,8 +44,20 @@ class PeakMemory:
             self.mb = torch.cuda.max_memory_allocated(self.device) / MB
 
 
+def reset_peak_rss() -> bool:
+    """Start the process's peak resident set afresh (Linux: writing 5 to /proc/self/clear_refs), so
+    that a trial in a process that ran others before it (a reused Ray actor) reports its own peak;
+    False where the system cannot (the peak then spans the process's earlier trials too)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
 def peak_rss_mb() -> float:
-    """The process's peak resident set so far, MB (Linux reports KiB, macOS bytes)."""
+    """The process's peak resident set since it started or reset_peak_rss(), MB (Linux reports
+    KiB, macOS bytes)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / MB if sys.platform == "darwin" else peak * 1024 / MB
 

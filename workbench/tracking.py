@@ -11,11 +11,11 @@ import os
 import time
 from pathlib import Path
 
-from mlflow.entities import Metric, Param, RunTag
-from mlflow.tracking import MlflowClient
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
-
 from workbench.spikes import KEYS as SPIKE_KEYS
+
+# MLflow is imported where the store is used, not with this module: a trial's process imports it
+# (through workbench.runner) and never writes, and MLflow takes seconds to import.
+MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME = "mlflow.parentRunId", "mlflow.runName"
 
 KIND = "wb_kind"  # tag: "study" or "trial"
 # With the stability figures of workbench.spikes (docs/stability.md): spike counts, the largest
@@ -40,13 +40,57 @@ def open_store(workdir: Path, experiment: str, tracking_uri: str | None = None) 
 def create_local_store(workdir: Path) -> None:
     """Create ``mlflow.db`` whole or not at all: MLflow builds its schema with migrations, and a
     reader (``wb results``, ``wb dashboard``) opening a half-built file would run them too and
-    leave the store broken. The schema is built under a temporary name, then renamed into place."""
+    leave the store broken. The file is made under a temporary name, then renamed into place:
+    a copy of an empty store built once per MLflow version (schema_template), since running
+    MLflow's fifty-odd migrations takes seconds for every new workdir."""
     db = workdir / "mlflow.db"
     if db.exists():
         return
+    import shutil
+    import sqlite3
+
     tmp = workdir / f"mlflow.db.creating-{os.getpid()}"
-    MlflowClient(f"sqlite:///{tmp.resolve()}").search_experiments()  # builds the schema
+    template = schema_template()
+    if template is None:  # no cache to keep one in: built here
+        template = _empty_store(tmp)
+    else:
+        shutil.copyfile(template, tmp)
+    # MLflow keeps an experiment 'Default' (id 0) that no study uses, deleted in the template (a
+    # missing one it makes again, its artifacts under ./mlruns of wherever a command runs): it
+    # points into this workdir.
+    with sqlite3.connect(tmp) as con:
+        con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+                    ((workdir / "mlartifacts" / "0").resolve().as_uri(),))
+    con.close()
     os.replace(tmp, db)
+
+
+def _empty_store(path: Path) -> Path:
+    """An empty MLflow store at ``path``: the schema, and experiment 'Default' deleted."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    store = SqlAlchemyStore(f"sqlite:///{path.resolve()}", path.parent.resolve().as_uri())
+    store.delete_experiment(SqlAlchemyStore.DEFAULT_EXPERIMENT_ID)
+    store.engine.dispose()
+    return path
+
+
+def schema_template() -> Path | None:
+    """``~/.cache/fox-workbench/mlflow/<MLflow version>.db``, an empty store built on first use;
+    None where the cache cannot be written."""
+    from importlib.metadata import version
+
+    folder = Path.home() / ".cache" / "fox-workbench" / "mlflow"
+    path = folder / f"{version('mlflow')}.db"
+    if path.exists():
+        return path
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = _empty_store(folder / f"{path.name}.creating-{os.getpid()}")
+        os.replace(tmp, path)  # whole or not at all, as the store itself
+    except OSError:
+        return None
+    return path
 
 
 def flatten(data, prefix: str = "") -> dict[str, str]:
@@ -62,6 +106,8 @@ def flatten(data, prefix: str = "") -> dict[str, str]:
 
 class Store:
     def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None = None):
+        from mlflow.tracking import MlflowClient
+
         self.client = MlflowClient(tracking_uri)
         self.artifact_root = artifact_root
         exp = self.client.get_experiment_by_name(experiment)
@@ -104,6 +150,13 @@ class Store:
             self.client.set_tag(run_id, "base_variant", base_variant)
         return run_id
 
+    def describe_study(self, run_id: str, tags: dict[str, str]) -> None:
+        """Tags of the study's parent run for readers without its file (workbench.table.design_tags:
+        the variants in order, the seeds, alpha), in one batch."""
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
     def reap_stale(self, study: str) -> int:
         """Trials left RUNNING by a driver that died are marked KILLED; they will run again."""
         stale = self._search(f"tags.{KIND} = 'trial' and tags.study = {quote(study)} and attributes.status = 'RUNNING'")
@@ -113,6 +166,8 @@ class Store:
         return len(stale)
 
     def start_trial(self, parent_id: str, study: str, trial, code_version: str) -> str:
+        from mlflow.entities import Param
+
         tags = {KIND: "trial", MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"{trial.variant} / seed {trial.seed}",
                 "study": study, "variant": trial.variant, "seed": str(trial.seed), "spec_hash": trial.spec_hash,
                 "code_version": code_version, "aliases": json.dumps(list(trial.aliases)),
@@ -125,12 +180,16 @@ class Store:
 
     def log_metrics(self, run_id: str, rows: list[tuple]) -> None:
         """Rows of (name, value, step) logged now, or (name, value, step, time in ms since the epoch)."""
+        from mlflow.entities import Metric
+
         now = int(time.time() * 1000)
         metrics = [Metric(r[0], float(r[1]), int(r[3]) if len(r) > 3 else now, int(r[2])) for r in rows if r[1] is not None]
         for i in range(0, len(metrics), 1000):
             self.client.log_batch(run_id, metrics=metrics[i : i + 1000])
 
     def finish_trial(self, run_id: str, result: dict, stopped_early: bool = False) -> None:
+        from mlflow.entities import RunTag
+
         step = int(result.get("train_tokens") or result.get("tokens") or 0)
         self.log_metrics(run_id, [(k, result[k], step) for k in FINAL_METRICS if isinstance(result.get(k), (int, float))])
         if "spec" in result:

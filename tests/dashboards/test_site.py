@@ -17,15 +17,64 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--dis
          "--disable-component-update", "--disable-sync", "--window-size=1300,2400"]
 
 
-def wb(*args, timeout=300):
+def wb(*args, timeout=300, env=None):
     return subprocess.run([sys.executable, "-m", "workbench.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=timeout)
+                          cwd=ROOT, timeout=timeout, env=env)
+
+
+PLUGIN = """
+from typing import Literal
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from components.registry import ComponentSpec
+
+class L2QKNormSpec(ComponentSpec):
+    slot = "qk_norm"
+    kind: Literal["l2norm"] = "l2norm"
+
+    def build(self, dims):
+        return L2QKNorm(dims.head_dim)
+
+class L2QKNorm(nn.Module):
+    def __init__(self, head_dim):
+        super().__init__()
+        self.scale = nn.Parameter(torch.full((1,), float(head_dim) ** 0.5))
+
+    def forward(self, q, k):
+        # q, k: (B, T, H, D); unit length over D, one learned scale.
+        return F.normalize(q, dim=-1) * self.scale, F.normalize(k, dim=-1) * self.scale
+"""
+
+
+def plugin_path(folder: Path) -> Path:
+    """A third-party QK-norm kind `l2norm`, installed as pip would (a .dist-info with its entry
+    point) in ``folder``, for PYTHONPATH."""
+    (folder / "wb_l2norm.py").write_text(PLUGIN)
+    dist = folder / "wb_l2norm-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: wb-l2norm\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[workbench.components]\nl2norm = wb_l2norm:L2QKNormSpec\n")
+    return folder
 
 
 @pytest.fixture(scope="module")
 def site(quickstart, tmp_path_factory):
     workdir, proc, _ = quickstart
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # A study whose rows failed, with a plug-in kind and a built-in one that are not the paper's.
+    plugin = plugin_path(tmp_path_factory.mktemp("plugin"))
+    base = yaml.safe_load((ROOT / "studies/quickstart.yaml").read_text())["base"]
+    base["train"].update(tokens=20000, eval_every_tokens=10000)
+    mix = {"name": "mix", "base": base, "seeds": [0, 1],
+           "design": {"kind": "ablation", "base_name": "FoX (Pro)", "changes": [
+               {"name": "raises", "set": {"data": {"kind": "text", "paths": [str(plugin / "missing.txt")], "context": 128}}},
+               {"name": "L2 QK-norm", "set": {"model.attention.qk_norm": "l2norm"}},
+               {"name": "bias-only gate", "set": {"model.attention.forget_gate": "bias_only"}}]}}
+    (plugin / "mix.yaml").write_text(yaml.safe_dump(mix))
+    env = {**__import__("os").environ, "PYTHONPATH": str(plugin)}
+    ran = wb("run", plugin / "mix.yaml", "--workdir", workdir, env=env)
+    assert ran.returncode == 1 and "2 trial(s) failed: raises / seed 0; raises / seed 1" in ran.stdout, ran.stderr[-3000:]
     # A second study whose name and variant names are markup: they must show as text.
     evil = tmp_path_factory.mktemp("evil")
     base = yaml.safe_load((ROOT / "studies/quickstart.yaml").read_text())["base"]
@@ -44,7 +93,7 @@ def site(quickstart, tmp_path_factory):
 def test_the_site_is_self_contained(site):
     _, out = site
     pages = sorted(out.glob("*.html"))
-    assert len(pages) == 3 and (out / "plotly.min.js").stat().st_size > 1_000_000
+    assert len(pages) == 4 and (out / "plotly.min.js").stat().st_size > 1_000_000
     for page in pages:
         text = page.read_text()
         # Nothing is loaded from elsewhere: the only script file is the site's own plotly.js.
@@ -258,3 +307,75 @@ def test_which_heads_forget_per_layer_and_head(site):
             seeds.append(np.array(__import__("json").loads(Path(path).read_text())["per_head"]))
     assert len(seeds) == 2 and maps["FoX (Pro)"].shape == (2, 4)
     np.testing.assert_allclose(maps["FoX (Pro)"], np.mean(seeds, axis=0))
+
+
+def _finished(workdir, experiment):
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(experiment)
+    return client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial' and attributes.status = 'FINISHED'")
+
+
+def test_failed_rows_reasons_and_kind_names_show_in_chromium(site, browser):
+    """The rows that failed are in the table with their counts, the reason on hover (the cell's
+    title), and a slot holding a kind that is not the paper's shows the kind's name, a plug-in's
+    (`l2norm`) as a built-in's (`bias_only`); the paper's kinds show a check."""
+    from selenium.webdriver.common.by import By
+
+    _, out = site
+    browser.get(next(out.glob("study-mix-*.html")).as_uri())
+    rows = {r.find_element(By.CSS_SELECTOR, "td.variant").text: r
+            for r in browser.find_elements(By.CSS_SELECTOR, "table.ablation tbody tr")}
+    assert list(rows) == ["FoX (Pro)", "raises", "L2 QK-norm", "bias-only gate"]
+    failed = rows["raises"].find_element(By.CSS_SELECTOR, "td.runs")
+    assert failed.is_displayed() and failed.text == "2 failed"
+    assert "no such file or folder" in failed.get_attribute("title") and "seed 0 (failed)" in failed.get_attribute("title")
+    assert rows["raises"].find_element(By.CSS_SELECTOR, "span.fewer").text == "0/2"
+    kinds = {r: [k.text for k in rows[r].find_elements(By.CSS_SELECTOR, "td.mark span.kind")] for r in rows}
+    assert kinds == {"FoX (Pro)": [], "raises": [], "L2 QK-norm": ["l2norm"], "bias-only gate": ["bias_only"]}
+    assert all(k.is_displayed() for k in rows["L2 QK-norm"].find_elements(By.CSS_SELECTOR, "span.kind"))
+    checks = [c.text for c in rows["FoX (Pro)"].find_elements(By.CSS_SELECTOR, "td.mark")]
+    assert checks.count("\u2713") == 5 and checks[0] == ""  # every Pro slot but RoPE
+    assert rows["L2 QK-norm"].find_element(By.CSS_SELECTOR, "td.runs").text == "2 finished"
+
+
+def test_wb_results_shows_the_failures_and_kinds_of_the_same_store(site):
+    workdir, _ = site
+    proc = wb("results", "mix", "--workdir", workdir)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    raises = next(l for l in lines if l.startswith("raises "))
+    assert "0/2!" in raises and "2 failed" in raises
+    assert "qk_norm=l2norm" in next(l for l in lines if l.startswith("L2 QK-norm "))
+    assert "runs that did not finish, with their reasons:" in proc.stdout
+    assert sum("raises / seed" in l and "(failed): SpecError: data.paths[0]: no such file or folder" in l for l in lines) == 2
+
+
+def test_the_index_lists_every_study_with_its_trials_base_and_best_row(site):
+    workdir, out = site
+    index = (out / "index.html").read_text()
+    row = re.search(r'<tr><td><a href="study-mix-[^"]+">mix</a></td>(.*?)</tr>', index).group(1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    values = {r.data.tags["variant"]: [] for r in _finished(workdir, "mix")}
+    for r in _finished(workdir, "mix"):
+        values[r.data.tags["variant"]].append(r.data.metrics["val_ppl"])
+    best = min(values, key=lambda v: sum(values[v]) / len(values[v]))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", cells[0]) and cells[1:4] == ["4", "6", "2"]
+    assert cells[4] == "FoX (Pro)" and cells[5] == f"{html.escape(best)} ({sum(values[best]) / len(values[best]):.3f})"
+
+
+def test_two_studies_side_by_side(site):
+    """`wb results A B`: the rows both studies have, each one's mean and CI and B - A with
+    Welch's CI and p, from the store's values (scipy's Welch test by hand)."""
+    from scipy import stats as sps
+
+    workdir, _ = site
+    proc = wb("results", "quickstart", "mix", "--workdir", workdir)
+    assert proc.returncode == 0, proc.stderr
+    a = [r.data.metrics["val_ppl"] for r in _finished(workdir, "quickstart") if r.data.tags["variant"] == "FoX (Pro)"]
+    b = [r.data.metrics["val_ppl"] for r in _finished(workdir, "mix") if r.data.tags["variant"] == "FoX (Pro)"]
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("FoX (Pro) "))
+    test = sps.ttest_ind(b, a, equal_var=False)
+    low, high = test.confidence_interval(0.95)
+    assert f"{sum(a) / 2:.3f}" in line and f"{sum(b) / 2:.3f}" in line
+    assert f"{sum(b) / 2 - sum(a) / 2:+.3f} ±{(high - low) / 2:.3f}" in line and f"{test.pvalue:.3g}" in line
+    assert "only in 'quickstart': FoX (Pro) - KV-shift, FoX (Pro) - forget gate" in proc.stdout

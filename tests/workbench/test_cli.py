@@ -29,3 +29,54 @@ def test_info_names_the_slots_and_the_pruning_tolerance(tmp_path):
     out = wb("info", str(spec))
     assert out.returncode == 0, out.stderr
     assert "forget_gate=data_dependent" in out.stdout and "pruning ln eps -10" in out.stdout
+
+
+def test_every_option_of_every_command_has_help():
+    import argparse
+
+    from workbench import cli
+
+    parser = None
+    original = argparse.ArgumentParser.parse_args
+
+    def capture(self, *a, **k):  # the parser main() builds, caught before it parses
+        nonlocal parser
+        parser = self
+        raise SystemExit(0)
+
+    argparse.ArgumentParser.parse_args = capture
+    try:
+        try:
+            cli.main(["--help"])
+        except SystemExit:
+            pass
+    finally:
+        argparse.ArgumentParser.parse_args = original
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert {"info", "train", "run", "status", "results", "dashboard"} <= set(commands)
+    missing = [f"wb {name} {'/'.join(a.option_strings) or a.dest}" for name, sub in commands.items()
+               for a in sub._actions if not isinstance(a, argparse._HelpAction) and not (a.help or "").strip()]
+    missing += [f"wb {'/'.join(a.option_strings)}" for a in parser._actions
+                if a.option_strings and not isinstance(a, argparse._HelpAction) and not (a.help or "").strip()]
+    assert not missing, missing
+
+
+def test_version_names_the_release_and_the_code():
+    out = wb("--version")
+    assert out.returncode == 0 and out.stdout.startswith("wb 0.1.0 (commit ")
+    assert "source " in out.stdout
+
+
+def test_info_of_a_study_file_prints_each_variant(tmp_path):
+    from workbench.info import flops_per_token, param_counts
+    from workbench.specs import ModelSpec
+
+    out = wb("info", "studies/quickstart.yaml")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "study 'quickstart': 3 variants"
+    no_gate = next(l for l in lines if l.startswith("FoX (Pro) - forget gate "))
+    spec = ModelSpec(preset="fox_pro", vocab_size=256, d_model=64, n_layers=2, n_heads=4,
+                     mlp={"kind": "swiglu", "hidden_ratio": 3.5, "multiple_of": 64}, attention={"forget_gate": "none"})
+    assert f"{param_counts(spec)['total']:,}" in no_gate and f"{flops_per_token(spec, 128)['forward']:.3e}" in no_gate
+    assert no_gate.rstrip().endswith("forget_gate=none")

@@ -29,7 +29,7 @@ def test_paired_deltas_cancel_what_the_seed_alone_moves():
     wide, the paired CI of the difference is the spread of the differences alone."""
     import polars as pl
 
-    from workbench.results import study_table
+    from workbench.table import StudyInfo, study_table
 
     seed_effect = {0: 0.0, 1: 1.0, 2: -0.7}
     shift = {"base": 0.0, "better": -0.1, "worse": 0.2}
@@ -38,17 +38,66 @@ def test_paired_deltas_cancel_what_the_seed_alone_moves():
     rows = [{"variant": v, "seed": s, "search_point": "", "stopped_early": False,
              "val_ppl": 10 + seed_effect[s] + shift[v] + noise.get((v, s), 0.0)}
             for v in shift for s in seed_effect]
-    table = {r["row"]: r for r in study_table(pl.DataFrame(rows), "base").iter_rows(named=True)}
+    info = StudyInfo("s", "base", list(shift), seeds=[0, 1, 2])
+    table = {r["row"]: r for r in study_table(pl.DataFrame(rows), info).iter_rows(named=True)}
     better = table["better"]
     diffs = [-0.1 + 0.01, -0.1 - 0.02, -0.1]
     mean = sum(diffs) / 3
     sd = (sum((d - mean) ** 2 for d in diffs) / 2) ** 0.5
-    assert better["paired_seeds"] == 3
+    assert better["paired_n"] == 3
     assert abs(better["paired_delta"] - mean) < 1e-12
     assert abs(better["paired_ci95"] - 4.302652729749462 * sd / 3 ** 0.5) < 1e-12  # t(0.975, 2)
     assert better["paired_ci95"] < 0.1 < better["ci95"]  # the seed effect is gone from the paired CI
-    assert table["base"]["paired_seeds"] is None  # the base is not compared with itself
+    assert table["base"]["paired_n"] is None and table["base"]["comparison"] == "base"  # not compared with itself
     # Only the seeds both rows have are paired.
-    one = study_table(pl.DataFrame([r for r in rows if not (r["variant"] == "better" and r["seed"] > 0)]), "base")
+    one = study_table(pl.DataFrame([r for r in rows if not (r["variant"] == "better" and r["seed"] > 0)]), info)
     row = one.filter(pl.col("row") == "better").row(0, named=True)
-    assert row["paired_seeds"] == 1 and row["paired_ci95"] is None
+    assert row["paired_n"] == 1 and row["paired_ci95"] is None and row["fewer_seeds"]
+
+
+def test_a_random_search_compares_best_point_with_best_point():
+    """Draws differ per variant (a random search), so no row of a variant has the base at its
+    searched values: the variant's best row (lowest mean val_loss) is compared with the base's
+    best, paired by seed; its other rows have no comparison, and the table says which is which."""
+    import polars as pl
+
+    from workbench.table import StudyInfo, study_table
+
+    loss = {("base", "lr=0.001"): [3.0, 3.2], ("base", "lr=0.01"): [2.5, 2.9],
+            ("gate", "lr=0.002"): [2.4, 2.5], ("gate", "lr=0.02"): [2.8, 3.3]}
+    rows = [{"variant": v, "seed": s, "search_point": p, "val_loss": x, "val_ppl": 10 * x}
+            for (v, p), xs in loss.items() for s, x in enumerate(xs)]
+    info = StudyInfo("s", "base", ["base", "gate"], seeds=[0, 1])
+    table = {r["row"]: r for r in study_table(pl.DataFrame(rows), info).iter_rows(named=True)}
+    best = table["gate [lr=0.002]"]
+    assert best["comparison"] == "best point" and best["base_row"] == "base [lr=0.01]"
+    assert abs(best["delta"] - (24.5 - 27.0)) < 1e-9 and abs(best["paired_delta"] - ((24 - 25) + (25 - 29)) / 2) < 1e-9
+    other = table["gate [lr=0.02]"]
+    assert other["comparison"] is None and other["delta"] is None and other["base_row"] is None
+    assert table["base [lr=0.01]"]["comparison"] == "base" and table["base [lr=0.001]"]["delta"] is None
+
+
+def test_rows_whose_runs_spiked_are_marked_with_the_definition():
+    """A row with a spiking run (workbench.spikes' figures, as the store carries them) gets its
+    count and the largest gradient norm in `wb results` and a mark in the dashboard's table; the
+    footnote defines a spike."""
+    import polars as pl
+
+    from dashboards.figures import ablation_table
+    from workbench.report import table_lines
+    from workbench.table import StudyInfo, study_table
+
+    rows = [{"variant": v, "seed": s, "val_ppl": 10.0 + s + (v == "spiky"), "grad_spikes": float(g), "loss_spikes": float(l),
+             "grad_norm_max": m, "grad_norm_max_ratio": m / 0.5}
+            for v, s, g, l, m in [("base", 0, 0, 0, 1.1), ("base", 1, 0, 0, 1.3),
+                                  ("spiky", 0, 2, 1, 41.0), ("spiky", 1, 0, 0, 1.2)]]
+    info = StudyInfo("s", "base", ["base", "spiky"], seeds=[0, 1])
+    table = study_table(pl.DataFrame(rows), info)
+    spiky = table.filter(pl.col("row") == "spiky").row(0, named=True)
+    assert (spiky["runs_spiked"], spiky["grad_spikes"], spiky["loss_spikes"], spiky["grad_norm_max"]) == (1, 2, 1, 41.0)
+    text = "\n".join(table_lines(table, info, "val_ppl"))
+    line = next(l for l in text.splitlines() if l.startswith("spiky "))
+    assert "1/2! max 41" in line and "0/2 max 1.3" in next(l for l in text.splitlines() if l.startswith("base "))
+    assert "k of n runs spiked" in text and "10x the median gradient norm" in text
+    page = ablation_table(table, info)
+    assert page.count('class="spike"') == 1 and "2 gradient-norm and 1 loss spikes" in page

@@ -1,6 +1,7 @@
 """`wb run` end to end with real Ray Tune and MLflow: tracking, resume, failures, clusters, servers."""
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -51,6 +52,11 @@ def test_quickstart_runs_end_to_end_and_is_tracked(quickstart):
     workdir, proc, seconds = quickstart
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert seconds < 180
+    # Without a terminal, plain progress lines (no cursor moves): tokens, loss, ETA per trial.
+    assert "\x1b[" not in proc.stderr
+    for variant in ("FoX (Pro)", "FoX (Pro) - forget gate", "FoX (Pro) - KV-shift"):
+        assert re.search(rf"running  {re.escape(variant)} / seed \d  [\d,]+/320,000 tokens \(\d+%\)  loss [\d.]+  eta ",
+                         proc.stderr), proc.stderr[-3000:]
     client, runs = trial_runs(workdir, "quickstart")
     assert len(runs) == 6 and {r.info.status for r in runs} == {"FINISHED"}
     parent = client.search_runs([runs[0].info.experiment_id], "tags.wb_kind = 'study'")[0]

@@ -109,6 +109,30 @@ def test_bad_specs_name_the_field_the_value_and_what_is_allowed(data, expected):
         assert fragment in str(err.value), (fragment, str(err.value))
 
 
+def test_a_misspelt_key_gets_the_closest_field_and_no_error_about_defaults():
+    """`n_head: 2` with d_model 32 is one problem, the unknown key, with the key it was meant to be;
+    not also the default n_heads=12 clashing with d_model, which the user never wrote."""
+    from workbench.specs import TrialSpec
+    from workbench.study import StudySpec
+
+    with pytest.raises(SpecError) as err:
+        validate(TrialSpec, {"model": {"d_model": 32, "n_head": 2}, "train": {"lrr": 0.01}}, "trial.yaml")
+    text = str(err.value)
+    assert "2 problem(s)" in text and "n_heads=12" not in text
+    assert "model.n_head: Extra inputs are not permitted (got 2); did you mean 'n_heads'?" in text
+    assert "train.lrr: Extra inputs are not permitted (got 0.01); did you mean 'lr'?" in text
+    with pytest.raises(SpecError) as err:
+        validate(StudySpec, {"name": "s", "seed": [0, 1], "design": {"kind": "grid", "axs": {}}}, "study.yaml")
+    assert "seed: Extra inputs are not permitted; did you mean 'seeds'?" in str(err.value)
+    assert "design.grid.axs: Extra inputs are not permitted; did you mean 'axes'?" in str(err.value)
+    with pytest.raises(SpecError) as err:  # a component's options: those of the kind given
+        validate(ModelSpec, {"attention": {"qk_norm": {"kind": "rmsnorm", "esp": 1e-6}}}, "model.yaml")
+    assert "did you mean 'eps'?" in str(err.value)
+    with pytest.raises(SpecError) as err:  # the default is named as such when it is the one that clashes
+        validate(ModelSpec, {"d_model": 32}, "model.yaml")
+    assert "n_heads=12 (the default) does not divide d_model=32" in str(err.value)
+
+
 def test_a_third_party_package_adds_a_kind_through_the_entry_point(tmp_path):
     # A real installed distribution (a .dist-info with entry_points.txt on sys.path), loaded by
     # importlib.metadata in a fresh interpreter, exactly as pip would install one.

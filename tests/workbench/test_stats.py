@@ -169,3 +169,14 @@ def test_what_a_real_study_produces_does_not_raise():
 def test_nonsense_arguments_name_themselves(call, name):
     with pytest.raises(ValueError, match=rf"^{name}\b"):
         call()
+
+
+def test_welch_interval_agrees_with_scipy():
+    a, b = [10.2, 10.9, 11.4, 10.1], [9.1, 9.8, 9.0]
+    w = stats.welch(a, b)
+    res = sps.ttest_ind(a, b, equal_var=False)
+    low, high = res.confidence_interval(0.95)
+    assert w.delta == pytest.approx(np.mean(a) - np.mean(b))
+    assert w.half_width == pytest.approx((high - low) / 2) and w.p == pytest.approx(res.pvalue)
+    assert w.df == pytest.approx(res.df)
+    assert stats.welch([1.0], b).half_width is None and stats.welch([], b).delta is None

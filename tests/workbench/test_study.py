@@ -48,7 +48,9 @@ def test_the_row_deltas_are_taken_against():
     assert base_variant(study({"kind": "variants", "variants": [one, two]}).design) == "a"
     assert base_variant(study({"kind": "variants", "variants": [one, two], "compare_to": "b"}).design) == "b"
     assert base_variant(study({"kind": "ablation", "base_name": "FoX", "changes": [one]}).design) == "FoX"
-    assert base_variant(study({"kind": "grid", "axes": {"train.lr": [1e-3]}}).design) is None
+    # A grid's base is its first cell, every axis at its first value.
+    grid = study({"kind": "grid", "axes": {"train.lr": [1e-3, 2e-3], "model.attention.qk_norm": ["none", "rmsnorm"]}})
+    assert base_variant(grid.design) == "lr=0.001, qk_norm=none" == expand(grid)[0].variant
 
 
 def test_search_draws_per_variant_and_is_reproducible():
@@ -92,3 +94,56 @@ def test_two_names_for_one_model_run_once_as_aliases():
         {"name": "FoX (Pro) - KV-shift", "set": {"model.attention.kv_shift": "none"}},
         {"name": "FoX (Pro)", "set": {"model.attention.kv_shift": "kv"}}]}))
     assert [(t.variant, t.aliases) for t in trials] == [("+ output norm", ("FoX (Pro) - KV-shift",)), ("FoX (Pro)", ())]
+
+
+def test_a_mapping_under_a_path_updates_the_fields_it_names():
+    """`set: {model.attention: {qk_norm: none}}` is `set: {model.attention.qk_norm: none}`: the same
+    spec and spec hash; the other slots keep the base's kinds."""
+    def only(change):
+        return expand(study({"kind": "variants", "variants": [{"name": "x", "set": change}]}))[0]
+
+    path = only({"model.attention.qk_norm": "none"})
+    mapping = only({"model.attention": {"qk_norm": "none"}})
+    nested = only({"model": {"attention": {"qk_norm": "none"}}})
+    assert path.spec == mapping.spec == nested.spec and path.spec_hash == mapping.spec_hash == nested.spec_hash
+    assert mapping.spec.model.attention.kv_shift.kind == "kv" and mapping.spec.model.attention.qk_norm.kind == "none"
+    # Options of the kind already there are updated in place, the kind kept.
+    eps = only({"model.attention.qk_norm": {"eps": 1e-6}})
+    assert eps.spec.model.attention.qk_norm.kind == "rmsnorm" and eps.spec.model.attention.qk_norm.eps == 1e-6
+    assert eps.spec_hash == only({"model.attention.qk_norm.eps": 1e-6}).spec_hash
+    # Another kind replaces the slot whole: its options are its own (data_dependent's bias_init is not fixed's).
+    fixed = only({"model.attention": {"forget_gate": {"kind": "fixed", "decay_time_max": 64.0}}})
+    assert fixed.spec.model.attention.forget_gate.kind == "fixed" and fixed.spec.model.attention.forget_gate.decay_time_max == 64.0
+    # A bare kind replaces the slot, options and all, as its path edit does.
+    assert only({"model.attention": {"qk_norm": "rmsnorm"}}).spec_hash == only({"model.attention.qk_norm": "rmsnorm"}).spec_hash
+
+
+def test_a_merged_mapping_with_an_unknown_field_names_it():
+    with pytest.raises(SpecError) as err:
+        expand(study({"kind": "variants", "variants": [{"name": "x", "set": {"model.attention": {"qk_nrom": "none"}}}]}))
+    assert "'model.attention.qk_nrom': model.attention has no field 'qk_nrom'" in str(err.value)
+    assert "did you mean 'qk_norm'?" in str(err.value)
+
+
+def test_the_shipped_studies_expand_to_the_trials_they_always_had():
+    """Every trial the shipped studies expanded to at 6d77b50 (tests/workbench/data/spec_hashes_6d77b50.jsonl)
+    comes out of the study file now with the same spec hash: a change of how `set:` reads a study
+    must not change the trials of one that meant what it says."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    record = [json.loads(line) for line in (Path(__file__).parent / "data" / "spec_hashes_6d77b50.jsonl").open()]
+    by_study: dict[str, dict[str, str]] = {}
+    for r in record:
+        path, _, rest = r["source"].partition(" / ")
+        if rest and path.endswith(".yaml") and "design" in yaml.safe_load((root / path).read_text()):
+            by_study.setdefault(path, {})[rest] = r["spec_hash"]
+    assert set(by_study) == {"studies/acp_seeds.yaml", "studies/fox_table3.yaml", "studies/lr_search.yaml",
+                             "studies/packing.yaml", "studies/quickstart.yaml"}
+    for path, recorded in by_study.items():
+        trials = expand(validate(StudySpec, yaml.safe_load((root / path).read_text()), path))
+        now = {f"{t.variant}{f' [{t.point_label}]' if t.search_point else ''} / seed {t.seed}": t.spec_hash for t in trials}
+        assert now == recorded, path

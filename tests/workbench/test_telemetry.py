@@ -119,3 +119,22 @@ def test_samples_reach_the_mlflow_run_as_system_metrics(study_run):
         result = json.loads(open(client.download_artifacts(r.info.run_id, "result.json")).read())
         assert result["telemetry_samples"] >= len(history) - 1 and result["data_split"]["val_documents"] >= 1
     assert any((workdir.parent / "cache").iterdir())  # the table was tokenized into the study's cache
+
+
+def test_a_reused_process_reports_each_trials_own_peak_memory():
+    """Ray actors run trial after trial: the peak resident set restarts with each trial, so a small
+    trial after a big one reports its own peak, not the big one's."""
+    import sys
+
+    import pytest
+
+    from workbench.telemetry import reset_peak_rss
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("resetting the peak resident set is Linux's /proc/self/clear_refs")
+    big = bytearray(300 * 1024 * 1024)
+    big[::4096] = b"1" * len(big[::4096])  # touched: resident
+    during = peak_rss_mb()
+    del big
+    assert reset_peak_rss()
+    assert peak_rss_mb() < during - 250

@@ -1,0 +1,76 @@
+"""`wb status` on a store written through the workbench's own tracking Store (no Ray): running
+trials with tokens, loss and ETA from their stamped steps, failures with reasons, trials to run,
+and a GPU under 50% busy flagged from its final mean or, while it runs, its samples."""
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from workbench.errors import validate
+from workbench.study import StudySpec, expand
+from workbench.tracking import Store, create_local_store, local_tracking_uri
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2},
+        "data": {"kind": "builtin", "context": 32}, "train": {"tokens": 10000}}
+
+
+def wb(*args):
+    return subprocess.run([sys.executable, "-m", "workbench.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+
+
+def test_status_reads_every_trial_state_and_flags_an_idle_gpu(tmp_path):
+    study = {"name": "telemetry", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "variants": [
+        {"name": "busy", "set": {"train.lr": 0.001}}, {"name": "idle", "set": {"train.lr": 0.002}},
+        {"name": "cpu", "set": {"train.lr": 0.003}}]}}
+    path = tmp_path / "telemetry.yaml"
+    path.write_text(__import__("yaml").safe_dump(study))
+    trials = {(t.variant, t.seed): t for t in expand(validate(StudySpec, study))}
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    create_local_store(workdir)
+    store = Store(local_tracking_uri(workdir), "telemetry", workdir / "mlartifacts")
+    parent = store.study_run("telemetry", "", "test")
+    now_ms = int(time.time() * 1000)
+
+    def finished(key, result):
+        run = store.start_trial(parent, "telemetry", trials[key], "test")
+        store.finish_trial(run, {"val_ppl": 20.0, "val_loss": 3.0, "train_tokens": 10000, **result})
+
+    finished(("busy", 0), {"gpu_utilization_mean": 91.0})
+    finished(("idle", 0), {"gpu_utilization_mean": 23.0})
+    finished(("cpu", 0), {})  # a CPU trial: no GPU metric, nothing said
+    # A trial running now: steps stamped 20 s and 10 s ago, GPU samples averaging 30%.
+    running = store.start_trial(parent, "telemetry", trials[("idle", 1)], "test")
+    store.log_metrics(running, [("train_loss", 4.0, 1000, now_ms - 20000), ("train_loss", 3.5, 2000, now_ms - 10000),
+                                ("system/gpu_0_utilization_percentage", 20.0, 1000, now_ms - 20000),
+                                ("system/gpu_0_utilization_percentage", 40.0, 2000, now_ms - 10000)])
+    failed = store.start_trial(parent, "telemetry", trials[("busy", 1)], "test")
+    store.fail_trial(failed, "Traceback (most recent call last):\n  ...\nTrainError: the training loss became nan at step 3")
+
+    asked = time.time()
+    out = wb("status", path, "--workdir", workdir)
+    answered = time.time()
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "study 'telemetry': 6 trials: 1 running, 3 finished, 1 failed, 1 to run" in text
+    line = next(l for l in text.splitlines() if "idle / seed 0" in l)
+    assert "finished" in line and "[GPU 23% busy (under 50%)]" in line
+    assert "GPU" not in next(l for l in text.splitlines() if "busy / seed 0" in l)
+    assert "GPU" not in next(l for l in text.splitlines() if "cpu / seed 0" in l)
+    line = next(l for l in text.splitlines() if "idle / seed 1" in l)
+    # 1000 tokens in 10 s: the 8000 to go take 80 s from the last report, 10 s before `asked`.
+    assert line.lstrip().startswith("running") and "2,000/10,000 tokens (20%)  loss 3.500" in line
+    eta = re.search(r"eta (?:(\d+) min )?(\d+) s", line)
+    seconds = int(eta.group(1) or 0) * 60 + int(eta.group(2))
+    last = now_ms / 1000 - 10
+    assert 80 - (answered - last) - 1 <= seconds <= 80 - (asked - last) + 1, line
+    assert "[GPU 30% busy (under 50%)]" in line
+    line = next(l for l in text.splitlines() if "busy / seed 1" in l)
+    assert "failed" in line and "TrainError: the training loss became nan at step 3" in line
+    assert next(l for l in text.splitlines() if "cpu / seed 1" in l).lstrip().startswith("to run")
+    # Without a study: every study in the store, its tracked trials only.
+    every = wb("status", "--workdir", workdir)
+    assert every.returncode == 0 and "study 'telemetry': 5 trials: 1 running, 3 finished, 1 failed" in every.stdout

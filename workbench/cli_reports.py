@@ -1,0 +1,235 @@
+"""The `wb` commands that read what a study did: `results` (the study table, its export, two
+studies side by side), `status`, `run --dry-run` (the trials' states, seeds for an effect), `info`
+on a study file and `--version`. They sit on top of the engine, beside workbench/cli.py."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from workbench.errors import SpecError
+
+
+def load_study(path: str):
+    from workbench.cli import _load_study  # the one way a study file is read (imported late: cli imports us)
+
+    return _load_study(path)
+
+
+def is_study_file(target: str) -> bool:
+    from workbench.errors import read_yaml
+    from workbench.presets import PRESETS
+
+    if target in PRESETS:
+        return False
+    data = read_yaml(target)
+    return isinstance(data, dict) and "design" in data
+
+
+def cmd_info_study(args: argparse.Namespace) -> int:
+    """Each variant of a study: its slots, parameters and FLOPs per token at its trials' context."""
+    from workbench.info import flops_per_token, param_counts
+    from workbench.study import expand
+
+    study = load_study(args.spec)
+    models: dict[str, tuple] = {}
+    for t in expand(study):
+        for name in (t.variant, *t.aliases):
+            models.setdefault(name, (t.spec.model, args.context or t.spec.data.context))
+    width = max(len("variant"), *map(len, models))
+    print(f"study {study.name!r}: {len(models)} variants")
+    print(f"{'variant':<{width}}  {'params':>13}  {'w/o input emb.':>14}  {'FLOPs/token fwd':>15}  {'train (3x)':>10}"
+          f"  {'context':>7}  slots that differ from the first variant")
+    first = None
+    for name, (model, context) in models.items():
+        counts, flops = param_counts(model), flops_per_token(model, context)
+        kinds = {k: v.kind for k, v in model.attention.slots().items()}
+        first = first or kinds
+        differs = ", ".join(f"{k}={v}" for k, v in kinds.items() if v != first[k])
+        print(f"{name:<{width}}  {counts['total']:>13,}  {counts['non_embedding']:>14,}  {flops['forward']:>15.3e}  "
+              f"{flops['train']:>10.3e}  {context:>7}  {differs}")
+    return 0
+
+def results_of(target: str, args: argparse.Namespace):
+    """(name, study spec or None, runs frame, parent run's tags) of a study file or name; reading
+    creates nothing in the store."""
+    from pathlib import Path
+
+    from workbench import results
+
+    study = load_study(target) if target.endswith((".yaml", ".yml")) else None
+    name = study.name if study else target
+    store = results.read_store(Path(args.workdir), name, study.experiment if study else None, args.tracking_uri)
+    if store is None:
+        return name, study, __import__("polars").DataFrame(), {}
+    parent = results.study_parent(store, name)
+    return name, study, results.trial_runs(Path(args.workdir), name, runs=results.all_runs(store, name)), (
+        parent.data.tags if parent else {})
+
+
+def check_metric(runs, metric: str) -> None:
+    done = runs.filter(runs["status"] == "FINISHED")
+    recorded = sorted(c for c in done.columns if done[c].dtype.is_float() and done[c].drop_nulls().len())
+    if done.height and metric not in recorded:
+        raise SpecError(f"--metric {metric!r} is not a final metric of these trials; recorded: {', '.join(recorded)}")
+
+
+def dry_run(study, workdir, args: argparse.Namespace) -> int:
+    """The trials, their spec hashes and state in the store; with --effect, the seeds that would
+    detect it, from the pilot runs' spread."""
+    from workbench import results, status
+    from workbench.info import param_counts
+    from workbench.study import expand
+
+    trials = expand(study)
+    store = results.read_store(workdir, study.name, study.experiment, args.tracking_uri)
+    runs = results.all_runs(store, study.name) if store is not None else []
+    states = {s.spec_hash: s for s in status.trial_states(store, runs, trials)}
+    done = sum(states[t.spec_hash].state == "finished" for t in trials if t.spec_hash in states)
+    print(f"study {study.name!r}: {len(trials)} trials, {done} done ({status.summary(list(states.values()))})")
+    names = [f"{t.variant} [{t.point_label}]" if t.search_point else t.variant for t in trials]
+    width = max(len("variant"), *map(len, names))
+    print(f"{'variant':<{width}} {'seed':>4}  {'spec hash':<16}  {'params':>12}  status")
+    for t, name in zip(trials, names):
+        s = states.get(t.spec_hash)
+        text = "done" if s is None or s.state == "finished" else s.state
+        if s is not None and s.state in ("running", "failed", "killed") and s.detail:
+            text += f": {s.detail}"
+        if t.optuna_samples:
+            text = f"optuna search of {t.optuna_samples} draws"
+        also = f"  (also: {', '.join(t.aliases)})" if t.aliases else ""
+        print(f"{name:<{width}} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  {text}{also}")
+    if args.effect is not None:
+        plan_seeds(study, workdir, args)
+    return 0
+
+
+def plan_seeds(study, workdir, args: argparse.Namespace) -> None:
+    from workbench import report, table
+
+    _, _, runs, tags = results_of(args.study, args)
+    if runs.is_empty() or not (runs["status"] == "FINISHED").any():
+        print(f"\n--effect {args.effect}: no finished pilot runs of {study.name!r} to measure the seeds' spread from")
+        return
+    check_metric(runs, args.metric)
+    info = table.study_info(study.name, runs, study, tags)
+    print()
+    print("\n".join(report.seeds_lines(table.study_table(runs, info, args.metric), info, args.metric, args.effect)))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench import results, status
+    from workbench.study import expand
+    from workbench.tracking import local_tracking_uri
+
+    workdir = Path(args.workdir)
+    if args.tracking_uri is None and not (workdir / "mlflow.db").exists():
+        raise SpecError(f"--workdir {workdir}: no tracking store here (mlflow.db); run a study first")
+    if args.study:
+        study = load_study(args.study) if args.study.endswith((".yaml", ".yml")) else None
+        name = study.name if study else args.study
+        store = results.read_store(workdir, name, study.experiment if study else None, args.tracking_uri)
+        if store is None and study is None:
+            raise SpecError(f"study {name!r}: not in {args.tracking_uri or workdir}")
+        runs = results.all_runs(store, name) if store is not None else []
+        print("\n".join(status.lines(name, status.trial_states(store, runs, expand(study) if study else None))))
+        return 0
+    uri = args.tracking_uri or local_tracking_uri(workdir)
+    found = results.studies(uri)
+    for name, experiment in found:
+        store = results.read_store(workdir, name, experiment, args.tracking_uri)
+        print("\n".join(status.lines(name, status.trial_states(store, results.all_runs(store, name)))))
+    if not found:
+        print(f"no studies in {args.tracking_uri or workdir}")
+    return 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from workbench import export, report, table
+
+    if args.format == "parquet" and not args.out:
+        raise SpecError("--format parquet needs --out FILE (parquet is binary)")
+    if len(args.study) > 2:
+        raise SpecError(f"wb results takes one study, or two to compare; got {len(args.study)}")
+    loaded = [results_of(target, args) for target in args.study]
+    for name, _, runs, _ in loaded:
+        if runs.is_empty():
+            print(f"no trials of study {name!r} in {args.tracking_uri or args.workdir}", file=sys.stderr)
+            return 1
+        check_metric(runs, args.metric)
+    if len(loaded) == 2:
+        return compare_results(args, loaded)
+    name, study, runs, tags = loaded[0]
+    info = table.study_info(name, runs, study, tags, args.base)
+    rows = table.study_table(runs, info, args.metric)
+    about = {"study": name, "metric": args.metric, "base": info.base, "base_from": info.base_from,
+             "alpha": info.alpha, "holm": args.holm, "seeds": info.seeds}
+    if args.format == "table":
+        emit("\n".join(report.table_lines(rows, info, args.metric, args.holm)) + "\n", args.out)
+    else:
+        export.write(rows, args.format, args.out, about)
+    return 0
+
+
+def compare_results(args: argparse.Namespace, loaded) -> int:
+    from workbench import export, report, table
+
+    (a, _, runs_a, _), (b, _, runs_b, _) = loaded
+    frame = report.compare_studies(runs_a, runs_b, args.metric)
+    if frame.is_empty():
+        print(f"studies {a!r} and {b!r} share no row (variant and searched values) with finished seeds", file=sys.stderr)
+        return 1
+    if args.format != "table":
+        export.write(frame, args.format, args.out, {"studies": [a, b], "metric": args.metric})
+        return 0
+    rows_a = set(table.seed_values(table.normalise(runs_a), args.metric))
+    rows_b = set(table.seed_values(table.normalise(runs_b), args.metric))
+    shared = set(frame["row"])
+    lines = report.comparison_lines(frame, a, b, args.metric, sorted(rows_a - shared), sorted(rows_b - shared))
+    emit("\n".join(lines) + "\n", args.out)
+    return 0
+
+
+def emit(text: str, out: str | None) -> None:
+    if out:
+        from pathlib import Path
+
+        Path(out).write_text(text)
+    else:
+        sys.stdout.write(text)
+
+class Version(argparse.Action):
+    def __init__(self, option_strings, dest, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import version
+
+        from workbench.trial import code_version, source_fingerprint
+
+        print(f"wb {version('fox-workbench')} (commit {code_version()}, source {source_fingerprint()})")
+        parser.exit()
+
+
+def add_commands(sub, store_options) -> None:
+    """The `status` and `results` commands' parsers."""
+    p = sub.add_parser("status", help="every trial of a study and its state in the tracking store "
+                       "(running with tokens, loss and ETA; finished; failed with the reason; to run)")
+    p.add_argument("study", nargs="?", help="the study's YAML file (its trials not yet run are listed too) or its "
+                   "name; default: every study in the store")
+    store_options(p)
+    p.set_defaults(func=cmd_status)
+    p = sub.add_parser("results", help="a study's table from the tracking store: mean and 95%% CI over seeds, "
+                       "the paired comparison with the base, its power; or two studies side by side")
+    p.add_argument("study", nargs="+", help="the study's YAML file or its name; two of them: their shared rows side by side")
+    store_options(p)
+    p.add_argument("--base", help="the variant deltas are taken against (default: the design's base)")
+    p.add_argument("--metric", default="val_ppl",
+                   help="a final metric of the trials (default val_ppl; e.g. val_loss, tokens_per_s, mfu)")
+    p.add_argument("--holm", action="store_true",
+                   help="adjust the rows' paired p-values for the many comparisons (Holm-Bonferroni)")
+    p.add_argument("--format", choices=["table", "csv", "parquet", "json"], default="table",
+                   help="table (text, default), csv, parquet or json (an object whose rows are the table's rows)")
+    p.add_argument("--out", help="write to this file instead of stdout (parquet needs one)")
+    p.set_defaults(func=cmd_results)

@@ -1,0 +1,112 @@
+"""What `wb run` shows while trials run: a line per event (a trial starts, finishes, fails) and,
+per running trial, its progress (tokens, training loss, ETA). On a terminal the progress lines
+stay at the bottom and are redrawn in place; elsewhere (a log file, a pipe) each trial's progress
+is a plain line at most every ``PLAIN_EVERY_S`` seconds."""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+# How often a running trial sends its tokens and loss to the driver (and so to the tracking
+# store) between validations; `wb run --progress-seconds`.
+REPORT_EVERY_S = 10.0
+PLAIN_EVERY_S = 30.0
+
+
+@dataclass
+class TrialProgress:
+    label: str
+    total: int
+    tokens: int = 0
+    loss: float | None = None
+    first: tuple[float, int] | None = None  # (time, tokens) of the first report: the rate's origin
+    printed: float = 0.0  # when its last plain line went out
+
+    def eta_s(self, now: float) -> float | None:
+        if self.first is None or self.tokens <= self.first[1] or now <= self.first[0]:
+            return None
+        rate = (self.tokens - self.first[1]) / (now - self.first[0])
+        return max(0.0, (self.total - self.tokens) / rate)
+
+    def line(self, now: float) -> str:
+        loss = f"  loss {self.loss:.3f}" if self.loss is not None else ""
+        eta = self.eta_s(now)
+        return (f"running  {self.label}  {self.tokens:,}/{self.total:,} tokens ({100 * self.tokens / max(self.total, 1):.0f}%)"
+                f"{loss}  eta {format_seconds(eta)}")
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+class LiveView:
+    """The lines of one `wb run` on ``stream`` (default stderr)."""
+
+    def __init__(self, stream=None, live: bool | None = None):
+        self._stream, self._live = stream, live
+        self.trials: dict[str, TrialProgress] = {}
+        self.drawn = 0  # progress lines on screen below the last event line
+
+    @property
+    def stream(self):
+        return self._stream or sys.stderr  # looked up when used: whatever stderr is then
+
+    @property
+    def live(self) -> bool:
+        if self._live is None:
+            isatty = getattr(self.stream, "isatty", None)
+            return bool(isatty and isatty())
+        return self._live
+
+    def say(self, line: str) -> None:
+        self._clear()
+        self.stream.write(f"{time.strftime('%H:%M:%S')}  {line}\n")
+        self._draw()
+
+    def update(self, key: str, label: str, total: int, tokens: int, loss: float | None,
+               started: float | None = None) -> None:
+        """A trial's progress; ``started`` (when it started, 0 tokens) gives an ETA from its first report."""
+        now = time.time()
+        p = self.trials.setdefault(key, TrialProgress(label, total))
+        p.tokens, p.loss = tokens, loss if loss is not None else p.loss
+        if p.first is None:
+            p.first = (started, 0) if started is not None else (now, tokens)
+        if self.live:
+            self._clear()
+            self._draw()
+        elif now - p.printed >= PLAIN_EVERY_S:
+            p.printed = now
+            self.stream.write(f"{time.strftime('%H:%M:%S')}  {p.line(now)}\n")
+            self.stream.flush()
+
+    def done(self, key: str) -> None:
+        if key in self.trials:
+            self._clear()
+            del self.trials[key]
+            self._draw()
+
+    def _clear(self) -> None:
+        if self.live and self.drawn:
+            # Up to the first progress line, then erase to the end of the screen.
+            self.stream.write(f"\x1b[{self.drawn}F\x1b[J")
+        self.drawn = 0
+
+    def _draw(self) -> None:
+        if self.live:
+            now = time.time()
+            for p in self.trials.values():
+                self.stream.write(f"  {p.line(now)}\n")
+            self.drawn = len(self.trials)
+        self.stream.flush()
+
+
+VIEW = LiveView()
+
+
+def say(line: str) -> None:
+    """An event line of the running study, through the live view."""
+    VIEW.say(line)

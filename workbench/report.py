@@ -1,0 +1,147 @@
+"""The study table as `wb results` prints it, and two studies side by side. Every figure comes
+from workbench.table (one definition of rows, base and comparisons) and workbench.stats."""
+from __future__ import annotations
+
+import polars as pl
+
+from workbench import stats
+from workbench.table import BEST_POINT, SAME_POINT, STANDARD_KINDS, StudyInfo, normalise, seed_values
+
+SPIKES = ("spikes: of a row's finished runs, those with a gradient-norm spike (a run of steps after warmup above "
+          "10x the median gradient norm) or a loss spike (above the median of the 50 steps before by 6 robust sd "
+          "and 5%); max: the largest gradient norm after warmup (docs/stability.md)")
+
+
+def _num(value, fmt: str = ".3f", empty: str = "") -> str:
+    return empty if value is None else format(value, fmt)
+
+
+def _runs_cell(r: dict) -> str:
+    parts = [f"{r[k]} {k}" for k in ("finished", "failed", "killed", "running", "stopped") if r.get(k)]
+    if r.get("to_run"):
+        parts.append(f"{r['to_run']} to run")
+    return ", ".join(parts) or "none"
+
+
+def _spike_cell(r: dict) -> str:
+    if r.get("runs_spiked") is None:
+        return ""
+    mark = "!" if r["runs_spiked"] else ""
+    return f"{r['runs_spiked']}/{r['finished']}{mark} max {_num(r['grad_norm_max'], '.3g')}"
+
+
+def _p_cell(p, alpha: float) -> str:
+    return "" if p is None else f"{p:.3g}{'*' if p < alpha else ''}"
+
+
+def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = False) -> list[str]:
+    """The table as text lines: a header naming the base, the columns, then the footnotes."""
+    search = (table["search_point"] != "").any() if table.height else False
+    head = ["row", "seeds", f"{metric} mean", "95% CI", "delta"] + (["vs"] if search else []) + [
+        "paired delta ± 95% CI (n)", "p (Holm)" if holm else "p", "MDE", "runs", "spikes", "kinds"]
+    lines = [head]
+    for r in table.iter_rows(named=True):
+        seeds = f"{r['n_seeds']}/{r['seeds_expected']}!" if r["fewer_seeds"] else str(r["n_seeds"])
+        delta = "base" if r["comparison"] == "base" else _num(r["delta"], "+.3f", "—")
+        paired = ""
+        if r["paired_n"]:
+            paired = f"{r['paired_delta']:+.3f} ±{_num(r['paired_ci95'], '.3f', 'n/a')} ({r['paired_n']})"
+        vs = [r["base_row"] or "—"] if search else []
+        if search and r["comparison"] == "base":
+            vs = [""]
+        lines.append([r["row"], seeds, _num(r["mean"]), _num(r["ci95"], ".3f", "n/a" if r["n_seeds"] else ""), delta,
+                      *vs, paired, _p_cell(r["p_holm"] if holm else r["p_value"], info.alpha), _num(r["mde"]),
+                      _runs_cell(r), _spike_cell(r), r["kinds"] or ""])
+    widths = [max(len(line[c]) for line in lines) for c in range(len(head))]
+    text = ["  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]).rstrip()
+            for line in lines]
+    return [f"study {info.name!r}: {metric}, mean and 95% CI (Student t) over seeds; base {info.base!r} ({info.base_from}); "
+            f"alpha {info.alpha:g}"] + text + footnotes(table, info, holm, search)
+
+
+def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool) -> list[str]:
+    rows = table.to_dicts()
+    notes = ["delta: mean minus the mean of the base's row"
+             + (" it is compared with (vs)" if search else "")
+             + "; paired: the mean of the per-seed differences from it and their 95% t CI over the seeds both have (n); "
+             f"p: two-sided paired t-test{', Holm-adjusted over the rows compared' if holm else ''}, * below alpha; "
+             f"MDE: the smallest true difference that test detects with 80% power at alpha {info.alpha:g}, "
+             "given the spread of the differences and n (docs/statistics.md)"]
+    if search:
+        kinds = {r["comparison"] for r in rows}
+        if SAME_POINT in kinds:
+            notes.append("vs (same point): the base at the same searched values")
+        if BEST_POINT in kinds:
+            notes.append("vs (best point): the variant's best row (lowest mean val_loss) against the base's best, "
+                         "both chosen on these very runs (confirm on new seeds); the variant's other rows: no comparison")
+    if any(r["fewer_seeds"] for r in rows):
+        notes.append(f"k/n!: k finished seeds where the study asks for n ({info.seeds})")
+    if any(r["runs_spiked"] for r in rows):
+        notes.append(f"k/n! in spikes: k of n runs spiked. {SPIKES}")
+    elif any(r["runs_spiked"] is not None for r in rows):
+        notes.append(SPIKES)
+    if any(r["kinds"] for r in rows):
+        notes.append("kinds: slots whose kind is not the one the paper's presets use ("
+                     + ", ".join(f"{s}={k}" for s, k in STANDARD_KINDS.items()) + ")")
+    failures = [f"  {r['row']} / {reason}" for r in rows for reason in r["reasons"]]
+    if failures:
+        notes.append("runs that did not finish, with their reasons:")
+    return notes + failures
+
+
+def compare_studies(runs_a: pl.DataFrame, runs_b: pl.DataFrame, metric: str = "val_ppl") -> pl.DataFrame:
+    """The rows two studies share (same variant name and searched values), side by side: each
+    one's seeds, mean and 95% CI, and B - A with its Welch CI and p (unpaired: two studies' seeds
+    are not known to share a data order)."""
+    a, b = seed_values(normalise(runs_a), metric), seed_values(normalise(runs_b), metric)
+    rows = []
+    for row in [r for r in a if r in b]:
+        ca, cb = stats.mean_ci(a[row].values()), stats.mean_ci(b[row].values())
+        w = stats.welch(b[row].values(), a[row].values())
+        rows.append({"row": row, "a_n_seeds": ca.n, "a_mean": ca.mean, "a_ci95": ca.half_width, "b_n_seeds": cb.n,
+                     "b_mean": cb.mean, "b_ci95": cb.half_width, "difference": w.delta, "difference_ci95": w.half_width,
+                     "p_welch": w.p})
+    schema = {"row": pl.String, "a_n_seeds": pl.Int64, "a_mean": pl.Float64, "a_ci95": pl.Float64, "b_n_seeds": pl.Int64,
+              "b_mean": pl.Float64, "b_ci95": pl.Float64, "difference": pl.Float64, "difference_ci95": pl.Float64,
+              "p_welch": pl.Float64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def comparison_lines(frame: pl.DataFrame, a: str, b: str, metric: str, only_a: list[str], only_b: list[str]) -> list[str]:
+    head = [["row", f"{a}: n", "mean ± 95% CI", f"{b}: n", "mean ± 95% CI", "B - A ± 95% CI", "p (Welch)"]]
+    for r in frame.iter_rows(named=True):
+        head.append([r["row"], str(r["a_n_seeds"]), f"{_num(r['a_mean'])} ±{_num(r['a_ci95'], '.3f', 'n/a')}",
+                     str(r["b_n_seeds"]), f"{_num(r['b_mean'])} ±{_num(r['b_ci95'], '.3f', 'n/a')}",
+                     f"{_num(r['difference'], '+.3f')} ±{_num(r['difference_ci95'], '.3f', 'n/a')}", _num(r["p_welch"], ".3g")])
+    widths = [max(len(line[c]) for line in head) for c in range(len(head[0]))]
+    text = ["  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]) for line in head]
+    notes = [f"A = {a!r}, B = {b!r}: the rows both have, {metric} over each one's finished seeds; B - A: difference "
+             "of the means with Welch's 95% CI and two-sided p (unpaired)"]
+    notes += [f"only in {name!r}: " + ", ".join(rows) for name, rows in ((a, only_a), (b, only_b)) if rows]
+    return text + notes
+
+
+def seeds_lines(table: pl.DataFrame, info: StudyInfo, metric: str, fraction: float) -> list[str]:
+    """Per compared row: the seeds the paired test needs to detect an effect of ``fraction`` of the
+    base's mean with 80% power at the study's alpha, given the spread of the per-seed differences
+    the pilot runs measured; and the power the study's own seeds have."""
+    means = dict(table.select("row", "mean").iter_rows())
+    head = [["row", "vs", "pilot seeds (paired)", "sd of differences", "effect", "seeds needed", "power now"]]
+    for r in table.iter_rows(named=True):
+        if r["comparison"] in (None, "base") or not r["paired_n"]:
+            continue
+        sd, n = r["paired_sd"], r["paired_n"]
+        effect = stats.effect_from_fraction(fraction, means.get(r["base_row"]))
+        needed = stats.seeds_needed_paired(effect, sd, info.alpha) if effect is not None else None
+        now = stats.power_paired(effect, sd, len(info.seeds), info.alpha) if (effect is not None and info.seeds
+                                                                              and len(info.seeds) >= 2) else None
+        head.append([r["row"], r["base_row"], str(n), _num(sd, ".4g", "n/a"), _num(effect, ".4g", "n/a"), str(needed or "n/a"),
+                     _num(now, ".2f", "n/a")])
+    if len(head) == 1:
+        return [f"--effect {fraction:g}: no row shares seeds with the base yet; nothing to estimate the spread from"]
+    widths = [max(len(line[c]) for line in head) for c in range(len(head[0]))]
+    text = ["  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]) for line in head]
+    return [f"seeds to detect a {metric} difference of {100 * fraction:g}% of the mean of the base's row (vs) "
+            f"with 80% power, paired t-test at alpha {info.alpha:g}, from the pilot runs' spread:"] + text + [
+        f"power now: with the study's {len(info.seeds or [])} seeds; a spread from 2-3 pilot seeds is itself uncertain "
+        "(docs/statistics.md)"]
