@@ -17,7 +17,7 @@ from pathlib import Path
 
 from workbench import progress
 from workbench.errors import SpecError
-from workbench.study import StudySpec, Trial, base_variant, expand
+from workbench.study import StudySpec, Trial, base_variant, design_tags, expand
 from workbench.tracking import Store, create_local_store, local_tracking_uri, open_store
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -296,8 +296,6 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     if reaped:
         _say(f"{reaped} trial run(s) left RUNNING by an earlier driver marked KILLED; they run again")
     parent_id = store.study_run(study.name, study.description, code, base_variant(study.design))
-    from workbench.table import design_tags  # scipy and polars: not for the trials' processes, which import this module
-
     store.describe_study(parent_id, design_tags(study))
     if not ray.is_initialized():
         # address="local": always a Ray of our own. With no address, ray.init joins the cluster the

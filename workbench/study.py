@@ -10,6 +10,7 @@ Seeds multiply every design. A study file is data: nothing in it is imported or 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -298,3 +299,11 @@ def with_point(template: Trial, point: dict[str, Any]) -> Trial:
     for path, value in point.items():
         data = set_path(data, path, value)
     return Trial(template.variant, template.seed, TrialSpec.model_validate(data), tuple(point.items()), template.aliases)
+
+
+def design_tags(study) -> dict[str, str]:
+    """Tags for the study's parent run: what readers without the study file need (the variants
+    in order, the seeds, alpha). A list too long for a tag is left out (readers fall back)."""
+    tags = {"variants": json.dumps(variant_names(study)), "seeds": json.dumps(list(study.seeds)),
+            "alpha": repr(study.alpha)}
+    return {k: v for k, v in tags.items() if len(v) <= 5000}

@@ -56,16 +56,6 @@ class StudyInfo:
     base_from: str = "the design's"
 
 
-def design_tags(study) -> dict[str, str]:
-    """Tags for the study's parent run: what readers without the study file need (the variants
-    in order, the seeds, alpha). A list too long for a tag is left out (readers fall back)."""
-    from workbench.study import variant_names
-
-    tags = {"variants": json.dumps(variant_names(study)), "seeds": json.dumps(list(study.seeds)),
-            "alpha": repr(study.alpha)}
-    return {k: v for k, v in tags.items() if len(v) <= 5000}
-
-
 def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | None = None,
                base: str | None = None) -> StudyInfo:
     """The base, order, seeds and alpha of a study: from its file where given, else from the tags

@@ -78,10 +78,10 @@ def _empty_store(path: Path) -> Path:
 def schema_template() -> Path | None:
     """``~/.cache/fox-workbench/mlflow/<MLflow version>.db``, an empty store built on first use;
     None where the cache cannot be written."""
-    from importlib.metadata import version
+    import mlflow  # mlflow.__version__: the distribution may be mlflow or mlflow-skinny
 
     folder = Path.home() / ".cache" / "fox-workbench" / "mlflow"
-    path = folder / f"{version('mlflow')}.db"
+    path = folder / f"{mlflow.__version__}.db"
     if path.exists():
         return path
     try:
@@ -151,7 +151,7 @@ class Store:
         return run_id
 
     def describe_study(self, run_id: str, tags: dict[str, str]) -> None:
-        """Tags of the study's parent run for readers without its file (workbench.table.design_tags:
+        """Tags of the study's parent run for readers without its file (workbench.study.design_tags:
         the variants in order, the seeds, alpha), in one batch."""
         from mlflow.entities import RunTag
 

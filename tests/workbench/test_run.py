@@ -248,6 +248,20 @@ def test_a_local_run_starts_its_own_ray_whatever_the_environment_points_at(tmp_p
     assert [r.info.status for r in trial_runs(tmp_path / "w", "own-ray")[1]] == ["FINISHED", "FINISHED"]
 
 
+def test_a_study_runs_where_polars_and_plotly_are_not_installed(tmp_path):
+    """The GPU machine has neither (only the readers need them): `wb run` and its trials must not
+    import them. Modules that raise on import stand in for the missing packages, driver and Ray
+    workers alike (PYTHONPATH reaches both)."""
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    for name in ("polars", "plotly"):
+        (blocked / f"{name}.py").write_text(f"raise ImportError('{name} is not installed here')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocked), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = wb("run", write_study(tmp_path, name="no-readers"), "--workdir", tmp_path / "w", timeout=240, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r.info.status for r in trial_runs(tmp_path / "w", "no-readers")[1]] == ["FINISHED", "FINISHED"]
+
+
 def test_mlflow_server_serves_the_study_with_runs_nested(quickstart):
     workdir = quickstart[0]
     port = free_port()
