@@ -6,6 +6,10 @@
 #   bash benchmarks/gpu.sh tests       # the GPU tests, the QKV and loss kernels' on CUDA (~3 min)
 #   bash benchmarks/gpu.sh kernels     # attention beside its peers (.peers/), QKV, loss (~5 min)
 #   bash benchmarks/gpu.sh trials      # 125M FoX (Pro) and Transformer (LLaMA), twice   (~6 min)
+#   bash benchmarks/gpu.sh packing     # studies/packing.yaml packed 4 to the GPU and 1 to a GPU (~3 min)
+#   bash benchmarks/gpu.sh stability   # studies/stability.yaml (docs/stability.md), ~12 min: for
+#       $STABILITY_SECONDS (default 560) at most; its store comes back as $OUT/stability.db, and a
+#       store carried in as wb-runs/stability.db resumes it (finished trials are kept)
 #
 # On the GPU machine, first: the install line of ../shared/device/README.md (PYTHONPATH on the
 # checkout and the wheels). The peers' code lives in the git-ignored .peers/ (docs/kernels.md).
@@ -39,8 +43,20 @@ for part in "${parts[@]}"; do
       timeout 560 python3 benchmarks/train_throughput.py --repeats 2 --out "$OUT/train_throughput.json" \
         > "$OUT/train_throughput.log" 2>&1 || status=1
       tail -8 "$OUT/train_throughput.log" ;;
+    packing)
+      timeout 400 python3 benchmarks/study_overhead.py packing studies/packing.yaml --out "$OUT/packing.json" \
+        > "$OUT/packing.log" 2>&1 || status=1
+      tail -8 "$OUT/packing.log" ;;
+    stability)
+      wd=/tmp/stability
+      mkdir -p "$wd"
+      [ -f wb-runs/stability.db ] && [ ! -f "$wd/mlflow.db" ] && cp wb-runs/stability.db "$wd/mlflow.db"
+      timeout -k 30 -s INT "${STABILITY_SECONDS:-560}" python3 -m workbench.cli run studies/stability.yaml \
+        --workdir "$wd" > "$OUT/stability.log" 2>&1 || status=1
+      cp "$wd/mlflow.db" "$OUT/stability.db"
+      tail -4 "$OUT/stability.log" ;;
     *)
-      echo "unknown part '$part'; the parts are: tests kernels trials" >&2
+      echo "unknown part '$part'; the parts are: tests kernels trials packing stability" >&2
       exit 2 ;;
   esac
 done
