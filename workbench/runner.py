@@ -113,11 +113,31 @@ def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: fl
     try:
         result = run_trial(spec, out, reporter, telemetry=telemetry)
     except Exception as e:  # recorded FAILED with its reason; the study goes on
-        tune.report({"wb_failed": f"{type(e).__name__}: {e}", "wb_steps": reporter.take(),
+        import traceback
+
+        tune.report({"wb_failed": failure_reason(e), "wb_traceback": traceback.format_exc(), "wb_steps": reporter.take(),
                      "wb_system": reporter.take_system()})
         return
     tune.report({"tokens": result["train_tokens"], "val_loss": result["val_loss"], "wb_done": True,
                  "wb_result": result, "wb_steps": reporter.take(), "wb_system": reporter.take_system()})
+
+
+def failure_reason(e: BaseException) -> str:
+    """``Type: message (at file:line in function)``, the innermost frame of the traceback: an
+    exception with no message (a bare ``assert``) still says where it came from."""
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    return f"{type(e).__name__}: {e}{where}"
+
+
+def _reuse_actors(study: StudySpec) -> bool:
+    """Trials on the CPU share Ray actors (saves the process start and imports per trial). On a
+    GPU each trial has a fresh process: compiled CUDA-graph trees (compile's reduce-overhead mode)
+    do not survive torch.compiler.reset() in a process that ran another model (the H200 trials
+    after the first failed on an AssertionError in a reused actor; docs/performance.md)."""
+    return not study.resources.gpu
 
 
 @dataclass
@@ -176,7 +196,7 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                 store.finish_trial(run_id, result["wb_result"])
                 self._end(out, "FINISHED", val_ppl=result["wb_result"]["val_ppl"])
             elif result.get("wb_failed"):
-                store.fail_trial(run_id, result["wb_failed"])
+                store.fail_trial(run_id, result["wb_failed"], result.get("wb_traceback", ""))
                 self._end(out, "FAILED", reason=result["wb_failed"])
             else:
                 if not result.get("wb_progress"):
@@ -332,7 +352,7 @@ def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_con
                             {"cpu": study.resources.cpu, "gpu": study.resources.gpu}),
         param_space={"t": tune.grid_search(configs)},
         tune_config=tune.TuneConfig(
-            scheduler=scheduler, max_concurrent_trials=max_concurrent, reuse_actors=True,
+            scheduler=scheduler, max_concurrent_trials=max_concurrent, reuse_actors=_reuse_actors(study),
             trial_name_creator=lambda tr: tr.config["t"]["key"],
             trial_dirname_creator=lambda tr: tr.config["t"]["key"],
         ),
@@ -382,7 +402,7 @@ def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, 
         param_space=space,
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
                                     num_samples=template.optuna_samples - len(prior),
-                                    max_concurrent_trials=max_concurrent, reuse_actors=True),
+                                    max_concurrent_trials=max_concurrent, reuse_actors=_reuse_actors(study)),
         run_config=_run_config(study, workdir, callback),
     )
     tuner.fit()

@@ -205,8 +205,10 @@ class Store:
         self.client.log_batch(run_id, tags=tags)
         self.client.set_terminated(run_id, "FINISHED")
 
-    def fail_trial(self, run_id: str, reason: str) -> None:
+    def fail_trial(self, run_id: str, reason: str, traceback: str = "") -> None:
         self.client.set_tag(run_id, "error", reason[:5000])
+        if traceback:  # its end: where it was raised
+            self.client.set_tag(run_id, "traceback", traceback[-7000:])
         self.client.set_terminated(run_id, "FAILED")
 
     def end_study(self, run_id: str, failed: int) -> None:

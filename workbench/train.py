@@ -235,11 +235,14 @@ def step_callable(model: nn.Module, execution: Execution, device: torch.device, 
     """What a training step calls: the model, or with ``compile`` the compiled model, whose forward
     and backward replay as CUDA graphs when ``cuda_graphs`` is on, the device is CUDA and a step is
     one micro-batch. (With gradient accumulation the first micro-batch's gradients sit in the
-    graphs' memory pool while the next replays, so accumulation runs without graphs.)"""
+    graphs' memory pool while the next replays, so accumulation runs without graphs.) Shapes are
+    static (``dynamic=False``): the few a trial has (training, each evaluation length) compile once
+    each; Inductor 2.11's dynamic-batch cumulative sum (the reference attention's) fails to
+    generate code on CUDA."""
     if not execution.compile:
         return model
     graphs = execution.cuda_graphs and device.type == "cuda" and grad_accum == 1
-    return torch.compile(model, mode="reduce-overhead" if graphs else None)
+    return torch.compile(model, mode="reduce-overhead" if graphs else None, dynamic=False)
 
 
 def optimizer_step(model: nn.Module, opt: torch.optim.Optimizer, spec: TrainSpec) -> torch.Tensor:

@@ -155,6 +155,10 @@ def test_failing_trials_are_recorded_with_their_reasons_and_the_rest_finish(tmp_
     assert runs["FoX (Pro)"].info.status == "FINISHED"
     assert runs["raises"].info.status == "FAILED" and "no such file or folder" in runs["raises"].data.tags["error"]
     assert runs["goes NaN"].info.status == "FAILED" and "loss became nan" in runs["goes NaN"].data.tags["error"]
+    # The reason says where it was raised (a bare assert has no message), the run keeps the traceback.
+    nan = runs["goes NaN"].data.tags
+    assert re.search(r"\(at \w+\.py:\d+ in \w+\)$", nan["error"]), nan["error"]
+    assert nan["traceback"].startswith("Traceback") and "loss became nan" in nan["traceback"]
 
 
 @pytest.mark.parametrize(
