@@ -9,7 +9,8 @@
 #   bash benchmarks/gpu.sh packing     # studies/packing.yaml packed 4 to the GPU and 1 to a GPU (~3 min)
 #   bash benchmarks/gpu.sh stability   # studies/stability.yaml (docs/stability.md), ~12 min: for
 #       $STABILITY_SECONDS (default 560) at most; its store comes back as $OUT/stability.db, and a
-#       store carried in as wb-runs/stability.db resumes it (finished trials are kept)
+#       store carried in as wb-runs/stability.db resumes it (finished trials are kept); each finished
+#       trial's result.json comes back in $OUT/stability-results; STABILITY_STUDY runs another study file
 #
 # On the GPU machine, first: the install line of ../shared/device/README.md (PYTHONPATH on the
 # checkout and the wheels). The peers' code lives in the git-ignored .peers/ (docs/kernels.md).
@@ -49,11 +50,14 @@ for part in "${parts[@]}"; do
       tail -8 "$OUT/packing.log" ;;
     stability)
       wd=/tmp/stability
-      mkdir -p "$wd"
+      mkdir -p "$wd" "$OUT/stability-results"
       [ -f wb-runs/stability.db ] && [ ! -f "$wd/mlflow.db" ] && cp wb-runs/stability.db "$wd/mlflow.db"
-      timeout -k 30 -s INT "${STABILITY_SECONDS:-560}" python3 -m workbench.cli run studies/stability.yaml \
+      timeout -k 30 -s INT "${STABILITY_SECONDS:-560}" python3 -m workbench.cli run "${STABILITY_STUDY:-studies/stability.yaml}" \
         --workdir "$wd" > "$OUT/stability.log" 2>&1 || status=1
       cp "$wd/mlflow.db" "$OUT/stability.db"
+      # Each finished trial's result.json (spec, final metrics, per-step history): the store may be
+      # too large to come back from the GPU machine.
+      for r in "$wd"/trials/*/result.json; do [ -f "$r" ] && cp "$r" "$OUT/stability-results/$(basename "$(dirname "$r")").json"; done
       tail -4 "$OUT/stability.log" ;;
     *)
       echo "unknown part '$part'; the parts are: tests kernels trials packing stability" >&2

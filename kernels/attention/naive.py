@@ -27,7 +27,9 @@ def forgetting_attention_naive(
     qf, kf, vf = (t.to(compute_dtype) for t in (q, k, v))
     scores = torch.einsum("bihd,bjhd->bhij", qf, kf) * scale  # (B, H, T, T)
     if log_f is not None:
-        c = log_f.to(torch.float32).cumsum(dim=1).to(compute_dtype).transpose(1, 2)  # (B, H, T)
+        # The sum runs along the last, contiguous dimension: Inductor (torch 2.11) fails to generate
+        # CUDA code for a cumsum over the middle dimension of (B, T, H) (its split scan).
+        c = log_f.to(torch.float32).transpose(1, 2).contiguous().cumsum(dim=-1).to(compute_dtype)  # (B, H, T)
         scores = scores + (c[..., :, None] - c[..., None, :])
     causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
     scores = scores.masked_fill(~causal, float("-inf"))
