@@ -11,6 +11,14 @@ import math
 import torch
 
 
+@torch.compiler.disable
+def _gate_cumsum(log_f: torch.Tensor) -> torch.Tensor:
+    """c = cumsum(log f) over T in fp32, (B, T, H) -> (B, H, T). Left out of torch.compile's graph:
+    Inductor (torch 2.11) fails to generate CUDA code for this scan when there are few rows to
+    scan (it splits the scan; InductorError on the H200), so the compiled reference runs it eagerly."""
+    return log_f.to(torch.float32).cumsum(dim=1).transpose(1, 2)
+
+
 def forgetting_attention_naive(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -27,9 +35,7 @@ def forgetting_attention_naive(
     qf, kf, vf = (t.to(compute_dtype) for t in (q, k, v))
     scores = torch.einsum("bihd,bjhd->bhij", qf, kf) * scale  # (B, H, T, T)
     if log_f is not None:
-        # The sum runs along the last, contiguous dimension: Inductor (torch 2.11) fails to generate
-        # CUDA code for a cumsum over the middle dimension of (B, T, H) (its split scan).
-        c = log_f.to(torch.float32).transpose(1, 2).contiguous().cumsum(dim=-1).to(compute_dtype)  # (B, H, T)
+        c = _gate_cumsum(log_f).to(compute_dtype)  # (B, H, T)
         scores = scores + (c[..., :, None] - c[..., None, :])
     causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
     scores = scores.masked_fill(~causal, float("-inf"))
