@@ -98,6 +98,10 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
             text = f"optuna search of {t.optuna_samples} draws"
         also = f"  (also: {', '.join(t.aliases)})" if t.aliases else ""
         print(f"{name:<{width}} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  {text}{also}")
+    if study.search is not None and study.search.confirm is not None:
+        confirm = study.search.confirm
+        print(f"then the confirmation: each variant's best search point by {confirm.metric} on seeds "
+              f"{', '.join(map(str, confirm.seeds))} (chosen once the search has finished)")
     if args.effect is not None:
         plan_seeds(study, workdir, args)
     return 0

@@ -283,11 +283,18 @@ def plan(study: StudySpec, workdir: Path, tracking_uri: str | None) -> tuple[lis
 
 
 def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None, tracking_uri: str | None = None,
-              max_concurrent: int | None = None, telemetry=None, progress_seconds: float | None = None) -> StudyRun:
+              max_concurrent: int | None = None, telemetry=None, progress_seconds: float | None = None,
+              trials: list[Trial] | None = None) -> StudyRun:
     """Run the study's trials that are not done. ``telemetry`` (a workbench.telemetry.Telemetry,
     default NVML every 5 s on CUDA) is how each trial samples its GPU; ``progress_seconds``
     (default workbench.progress.REPORT_EVERY_S, 0: only at validations) how often a running trial
-    reports its tokens and loss between validations."""
+    reports its tokens and loss between validations. ``trials``: these instead of the study's
+    own (a tune-then-confirm study's confirmation stage, workbench/confirm.py)."""
+    if trials is None and study.search is not None and study.search.confirm is not None:
+        from workbench.confirm import run_confirmed
+
+        return run_confirmed(study, workdir, run_study, ray_address=ray_address, tracking_uri=tracking_uri,
+                             max_concurrent=max_concurrent, telemetry=telemetry, progress_seconds=progress_seconds)
     if ray_address is not None and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").exists():
         # `ray start` turns token authentication on and keeps the token in ~/.ray/auth_token; a
         # driver sends it only with RAY_AUTH_MODE=token (Ray 2.60), read when ray is first imported.
@@ -296,9 +303,9 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     from workbench.trial import code_version
 
     workdir = workdir.resolve()
-    trials = expand(study)
+    trials = expand(study) if trials is None else trials
     # Every check runs before the tracking store is touched: a bad study leaves nothing behind.
-    if ray_address is not None:
+    if ray_address is not None and not ray.is_initialized():
         ray.init(address=ray_address, log_to_driver=False, configure_logging=False)
     check_gpus(study, ray_address)
     workdir.mkdir(parents=True, exist_ok=True)

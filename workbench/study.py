@@ -115,17 +115,27 @@ class ASHASpec(Spec):
     reduction_factor: Annotated[float, Field(gt=1)] = 3.0
 
 
+class ConfirmSpec(Spec):
+    """Tune, then confirm: after the search, each variant's best setting (lowest mean ``metric``
+    over the seeds of its finished search trials, none stopped early) runs on ``seeds``; the study
+    table compares those confirmation runs (workbench/confirm.py)."""
+
+    seeds: list[NonNegativeInt] = Field(min_length=1)
+    metric: Literal["val_loss", "val_ppl"] = "val_loss"
+
+
 class SearchSpec(Spec):
     """Per-variant hyperparameter search: each variant (and seed) gets ``num_samples`` draws.
     ``random`` and ``grid`` draw up front (the draws are trials with spec hashes like any other);
     ``optuna`` draws adaptively through Ray Tune's OptunaSearch, warm-started on resume with the
-    draws already finished."""
+    draws already finished. ``confirm`` runs each variant's best draw again on its own seeds."""
 
     space: dict[str, Distribution] = Field(min_length=1)
     algorithm: Literal["random", "grid", "optuna"] = "random"
     num_samples: PositiveInt = 4
     seed: NonNegativeInt = 0
     asha: ASHASpec | None = None
+    confirm: ConfirmSpec | None = None
 
 
 class Resources(Spec):
@@ -151,6 +161,15 @@ class StudySpec(Spec):
     # The significance level of every comparison the results show (the paired t-test against the
     # base, and the minimal detectable effect at 80% power); docs/statistics.md.
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
+
+    @model_validator(mode="before")
+    @classmethod
+    def _confirm_is_part_of_a_search(cls, data):
+        if isinstance(data, dict) and "confirm" in data:
+            where = "this study has no search" if not data.get("search") else "not at the top level"
+            raise ValueError("confirm: a confirmation stage belongs to a search (search: {space: ..., confirm: "
+                             f"{{seeds: [...], metric: val_loss}}}}); {where}")
+        return data
 
     @model_validator(mode="after")
     def _names_are_searchable(self):
@@ -201,6 +220,7 @@ class Trial:
     search_point: tuple[tuple[str, Any], ...] = ()
     aliases: tuple[str, ...] = ()  # other variant names that give this very trial
     optuna_samples: int = 0  # > 0: not a trial but the template of an Optuna search of this many draws
+    stage: str = ""  # "confirm": a confirmation trial of a tune-then-confirm study (workbench/confirm.py)
 
     @property
     def spec_hash(self) -> str:

@@ -12,6 +12,9 @@ runs that failed or are missing, its spikes and the kinds of its slots.
   searched values where the base has one ("same point"); else a variant's best row (lowest mean
   val_loss over its seeds, the search's objective) with the base's best ("best point"), chosen on
   these very runs; the other rows of such a variant have no comparison.
+- **Tune, then confirm** (``search.confirm``): a variant's confirmation row, its name alone, holds
+  its runs at the search point chosen for it (tagged on the parent run) on the confirmation
+  seeds, and is compared with the base's confirmation row; the search's rows stay beside them.
 """
 from __future__ import annotations
 
@@ -54,6 +57,10 @@ class StudyInfo:
     alpha: float = 0.05
     planned: list[tuple[str, str]] = field(default_factory=list)  # (variant, point) of every planned row
     base_from: str = "the design's"
+    # Tune, then confirm (workbench/confirm.py): the confirmation seeds, and each variant's chosen
+    # search point (its label) as recorded on the parent run.
+    confirm_seeds: list[int] | None = None
+    choice: dict[str, str] = field(default_factory=dict)
 
 
 def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | None = None,
@@ -83,7 +90,27 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
         base = design_base
     else:
         base, source = (known[0] if known else ""), "the first variant: the store names no base"
-    return StudyInfo(name, base, order, seeds, alpha, planned, source)
+    confirm_seeds = json.loads(tags["confirm_seeds"]) if "confirm_seeds" in tags else None
+    if study is not None and study.search is not None and study.search.confirm is not None:
+        confirm_seeds = list(study.search.confirm.seeds)
+    choice = {v: c["point"] for v, c in json.loads(tags.get("confirm_choice", "{}")).items()}
+    if confirm_seeds:
+        planned = [(v, "") for v in order] + planned  # each variant's confirmation row first
+    return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice)
+
+
+def with_confirmation_rows(runs: pl.DataFrame, info: StudyInfo) -> pl.DataFrame:
+    """A tune-then-confirm study's confirmation row of a variant (its name alone, no point) holds
+    its runs at the chosen point on the confirmation seeds, the search's run of such a trial
+    included (it is the same trial): these rows are the ablation's."""
+    if not info.choice or runs.is_empty():
+        return runs
+    chosen = pl.lit(False)
+    for variant, point in info.choice.items():
+        chosen = chosen | ((pl.col("variant") == variant) & (pl.col("search_point") == point))
+    picked = runs.filter(chosen & pl.col("seed").is_in(info.confirm_seeds or []))
+    return pl.concat([runs, picked.with_columns(pl.lit("").alias("search_point"), pl.col("variant").alias("row"))],
+                     how="vertical_relaxed")
 
 
 def _oldest_first(runs: pl.DataFrame) -> list[str]:
@@ -154,13 +181,15 @@ def study_table(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl") ->
     minimal detectable effect at 80% power and the study's alpha); its runs by state with the
     reasons of those that failed; spikes; the kinds of its slots."""
     runs = normalise(runs) if not runs.is_empty() else runs
+    best = best_rows(runs) if not runs.is_empty() else {}  # among the search's rows
+    runs = with_confirmation_rows(runs, info)
     values = seed_values(runs, metric) if not runs.is_empty() else {}
-    best = best_rows(runs) if not runs.is_empty() else {}
     out = []
     for row, variant, point in row_keys(runs, info):
         mine = runs.filter(pl.col("row") == row) if not runs.is_empty() else runs
         ci = stats.mean_ci(values.get(row, {}).values())
-        expected = len(info.seeds) if info.seeds else None
+        seeds = info.confirm_seeds if info.confirm_seeds and not point else info.seeds
+        expected = len(seeds) if seeds else None
         record = {"row": row, "variant": variant, "search_point": point, "n_seeds": ci.n, "seeds_expected": expected,
                   "fewer_seeds": expected is not None and ci.n < expected, "mean": ci.mean, "sd": ci.sd,
                   "ci95": ci.half_width}

@@ -131,6 +131,15 @@ class Store:
         runs = self._search(f"tags.{KIND} = 'trial' and tags.study = {quote(study)} and attributes.status = 'FINISHED'")
         return {r.data.tags["spec_hash"]: r.info.run_id for r in runs}
 
+    def trial_runs(self, study: str) -> list:
+        """Every trial run of the study, with its tags and final metrics."""
+        return self._search(f"tags.{KIND} = 'trial' and tags.study = {quote(study)}")
+
+    def study_parent(self, study: str) -> str | None:
+        """The run id of the study's parent run, if it has one (its state untouched)."""
+        found = self._search(f"tags.{KIND} = 'study' and tags.study = {quote(study)}")
+        return found[0].info.run_id if found else None
+
     def finished_runs_of(self, study: str, variant: str, seed: int) -> list:
         return self._search(f"tags.{KIND} = 'trial' and tags.study = {quote(study)} and tags.variant = "
                             f"{quote(variant)} and tags.seed = '{seed}' and attributes.status = 'FINISHED'")
@@ -171,7 +180,9 @@ class Store:
         tags = {KIND: "trial", MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"{trial.variant} / seed {trial.seed}",
                 "study": study, "variant": trial.variant, "seed": str(trial.seed), "spec_hash": trial.spec_hash,
                 "code_version": code_version, "aliases": json.dumps(list(trial.aliases)),
-                "search_point": trial.point_label}
+                "search_point": trial.point_label, "search_values": json.dumps(dict(trial.search_point))}
+        if trial.stage:
+            tags["stage"] = trial.stage
         run_id = self.client.create_run(self.experiment_id, tags=tags).info.run_id
         params = [Param(k[:250], v[:6000]) for k, v in flatten(trial.spec.model_dump(mode="json")).items()]
         for i in range(0, len(params), 100):

@@ -1,0 +1,152 @@
+"""Tune, then confirm (`search.confirm`) end to end on real Ray Tune and MLflow: the search runs, each
+variant's best point is chosen from its finished search trials and recorded on the parent run,
+the confirmation trials run it on their seeds, the table compares them, a driver killed between
+the stages resumes into the confirmation, a rerun adds nothing."""
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MINI_BASE = {
+    "model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2,
+              "mlp": {"kind": "swiglu", "intermediate_size": 64}},
+    "data": {"kind": "builtin", "context": 64, "max_bytes": 600000},
+    "train": {"tokens": 16384, "batch_size": 8, "eval_batches": 1, "cpu_threads": 1},
+    "eval": {"sequences": 4, "length_multiples": [1]},
+}
+LRS = [0.0003, 0.01]
+
+
+def write_study(tmp_path, search=None, **extra):
+    spec = {"name": "tuned", "base": MINI_BASE, "seeds": [0],
+            "design": {"kind": "variants", "compare_to": "FoX (Pro)", "variants": [
+                {"name": "FoX (Pro)", "set": {"model.attention.forget_gate": "data_dependent"}},
+                {"name": "no gate", "set": {"model.attention.forget_gate": "none"}}]},
+            "search": search if search is not None else
+            {"algorithm": "grid", "space": {"train.lr": {"choice": LRS}}, "confirm": {"seeds": [0, 1], "metric": "val_loss"}},
+            "resources": {"cpu": 1}, **extra}
+    path = tmp_path / "tuned.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def wb(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "workbench.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600, **kw)
+
+
+def store(workdir):
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("tuned")
+    trials = client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial'")
+    parent = client.search_runs([exp.experiment_id], "tags.wb_kind = 'study'")[0]
+    return trials, parent
+
+
+def test_tune_then_confirm_chooses_from_the_search_runs_it_resumes_between_stages(tmp_path):
+    study, workdir = write_study(tmp_path), tmp_path / "w"
+    # The first driver is killed as soon as it has chosen: between the two stages.
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "run", str(study), "--workdir", str(workdir),
+                             "--max-concurrent", "2"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, start_new_session=True)
+    chose = []
+    for line in proc.stdout:
+        if line.startswith("confirm  "):
+            chose.append(line)
+            if len(chose) == 2:
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+    proc.wait(timeout=60)
+    assert len(chose) == 2, "the search stage never reached its choice"
+    trials, _ = store(workdir)
+    search = [r for r in trials if r.info.status == "FINISHED" and r.data.tags.get("stage") != "confirm"]
+    assert len(search) == 4  # 2 variants x 2 learning rates x seed 0
+
+    again = wb("run", study, "--workdir", workdir)
+    assert again.returncode == 0, again.stderr[-3000:]
+    trials, parent = store(workdir)
+    # The choice: each variant's learning rate of lowest val_loss among its search runs, by hand.
+    by_hand = {}
+    for r in search:
+        v, lr, loss = r.data.tags["variant"], float(r.data.params["train.lr"]), r.data.metrics["val_loss"]
+        if v not in by_hand or loss < by_hand[v][1]:
+            by_hand[v] = (lr, loss)
+    choice = json.loads(parent.data.tags["confirm_choice"])
+    assert {v: c["values"]["train.lr"] for v, c in choice.items()} == {v: lr for v, (lr, _) in by_hand.items()}
+    assert json.loads(parent.data.tags["confirm_seeds"]) == [0, 1] and parent.data.tags["confirm_metric"] == "val_loss"
+    # The confirmation: seed 1 at the chosen point for each variant (seed 0 there is a search trial
+    # already run: the same spec hash, not run twice); every spec hash FINISHED once.
+    confirm = [r for r in trials if r.data.tags.get("stage") == "confirm" and r.info.status == "FINISHED"]
+    assert sorted((r.data.tags["variant"], r.data.tags["seed"], float(r.data.params["train.lr"])) for r in confirm) == \
+        sorted((v, "1", lr) for v, (lr, _) in by_hand.items())
+    finished = [r.data.tags["spec_hash"] for r in trials if r.info.status == "FINISHED"]
+    assert len(finished) == len(set(finished)) == 6
+
+    third = wb("run", study, "--workdir", workdir)
+    assert third.returncode == 0 and "0 finished now" in third.stdout, third.stdout[-2000:]
+    assert len(store(workdir)[0]) == len(trials)
+
+    # The table's confirmation rows: each variant at its chosen point on seeds 0 and 1, compared
+    # with the base's, against the store by hand.
+    out = wb("results", study, "--workdir", workdir, "--format", "json", "--metric", "val_loss")
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = {r["variant"]: r for r in json.loads(out.stdout)["rows"] if r["search_point"] == ""}
+    values = {v: {} for v in by_hand}
+    for r in trials:
+        v = r.data.tags["variant"]
+        if r.info.status == "FINISHED" and float(r.data.params["train.lr"]) == by_hand[v][0]:
+            values[v][int(r.data.tags["seed"])] = r.data.metrics["val_loss"]
+    for v, seeds in values.items():
+        assert rows[v]["n_seeds"] == 2 and rows[v]["mean"] == pytest.approx(sum(seeds.values()) / 2)
+    delta = [values["no gate"][s] - values["FoX (Pro)"][s] for s in (0, 1)]
+    assert rows["no gate"]["paired_delta"] == pytest.approx(sum(delta) / 2)
+    assert rows["FoX (Pro)"]["comparison"] == "base" and rows["no gate"]["base_row"] == "FoX (Pro)"
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"confirm": {"seeds": [0]}, "search": None}, "confirm: a confirmation stage belongs to a search"),
+    ({"search": {"space": {"train.lr": {"choice": LRS}}, "confirm": {"seeds": [0], "metric": "accuracy"}}},
+     "search.confirm.metric: Input should be 'val_loss' or 'val_ppl'"),
+    ({"search": {"space": {"train.lr": {"choice": LRS}}, "confirm": {"metric": "val_loss"}}},
+     "search.confirm.seeds: Field required"),
+])
+def test_a_bad_confirmation_gets_one_clear_error_and_writes_nothing(tmp_path, change, expected):
+    path = write_study(tmp_path)
+    spec = yaml.safe_load(path.read_text())
+    spec.update(change)
+    spec = {k: v for k, v in spec.items() if v is not None}
+    path.write_text(yaml.safe_dump(spec))
+    proc = wb("run", path, "--workdir", tmp_path / "w")
+    assert proc.returncode == 2 and expected in proc.stderr, proc.stderr
+    assert not (tmp_path / "w").exists()
+
+
+def test_an_optuna_search_with_asha_confirms_its_best_finished_draw(tmp_path):
+    """Adaptive draws and early stops: the choice is among the draws that ran to the end."""
+    base = {**MINI_BASE, "train": {**MINI_BASE["train"], "eval_every_tokens": 4096}}
+    search = {"algorithm": "optuna", "num_samples": 3, "space": {"train.lr": {"loguniform": [0.0001, 0.02]}},
+              "asha": {"grace_tokens": 4096, "reduction_factor": 2}, "confirm": {"seeds": [1]}}
+    spec = yaml.safe_load(write_study(tmp_path, search=search).read_text())
+    spec["base"], spec["design"]["variants"] = base, spec["design"]["variants"][:1]
+    path = tmp_path / "tuned.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    proc = wb("run", path, "--workdir", tmp_path / "w", "--max-concurrent", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials, parent = store(tmp_path / "w")
+    search_runs = [r for r in trials if r.data.tags.get("stage") != "confirm"]
+    assert len(search_runs) == 3
+    ran_out = [r for r in search_runs if r.info.status == "FINISHED" and r.data.tags.get("stopped_early") != "true"]
+    best = min(ran_out, key=lambda r: r.data.metrics["val_loss"])
+    choice = json.loads(parent.data.tags["confirm_choice"])["FoX (Pro)"]
+    assert choice["values"]["train.lr"] == float(best.data.params["train.lr"])
+    (confirm,) = [r for r in trials if r.data.tags.get("stage") == "confirm"]
+    assert confirm.info.status == "FINISHED" and confirm.data.tags["seed"] == "1"
+    assert float(confirm.data.params["train.lr"]) == choice["values"]["train.lr"]

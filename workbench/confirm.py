@@ -1,0 +1,104 @@
+"""Tune, then confirm (``search.confirm`` of a study): the search runs as any search does; then each
+variant's best setting runs on the confirmation seeds, as ordinary trials (spec hashes, resume,
+dedup: a confirmation trial that is a search trial already run is not run again).
+
+- **The choice** is made from the variant's FINISHED search trials that were not stopped early
+  (ASHA): the searched point with the lowest mean ``confirm.metric`` over its seeds (the first
+  drawn on a tie). It is recorded on the study's parent run (tags ``confirm_choice``,
+  ``confirm_seeds``, ``confirm_metric``), where the study table reads it.
+- **The stages** are two calls of ``run_study``; a driver stopped between them finds the search
+  done on its next run and goes on with the confirmation.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from workbench.errors import SpecError
+from workbench.specs import TrialSpec
+from workbench.study import StudySpec, Trial, expand, with_point
+
+STAGE = "confirm"  # the ``stage`` tag of a confirmation trial's run
+
+
+@dataclass(frozen=True)
+class Choice:
+    variant: str
+    point: tuple  # ((path, value), ...)
+    label: str
+    mean: float
+    n_seeds: int
+
+
+def search_stage(study: StudySpec) -> StudySpec:
+    """The study without its confirmation: the search alone."""
+    return study.model_copy(update={"search": study.search.model_copy(update={"confirm": None})})
+
+
+def choose(study: StudySpec, runs: list) -> dict[str, Choice]:
+    """variant -> its best search point, from ``runs`` (MLflow runs of the study's trials)."""
+    confirm = study.search.confirm
+    space = list(study.search.space)
+    by_point: dict[tuple[str, str], dict] = {}
+    for run in runs:
+        tags, metrics = run.data.tags, run.data.metrics
+        if (run.info.status != "FINISHED" or tags.get("stage") == STAGE or tags.get("stopped_early") == "true"
+                or confirm.metric not in metrics or "search_values" not in tags):
+            continue
+        values = json.loads(tags["search_values"])
+        point = tuple((path, values[path]) for path in space if path in values)
+        entry = by_point.setdefault((tags["variant"], json.dumps(point)), {"point": point, "label": tags.get("search_point", ""),
+                                                                          "values": {}, "start": run.info.start_time})
+        entry["values"][int(tags["seed"])] = metrics[confirm.metric]
+    best: dict[str, Choice] = {}
+    for (variant, _), entry in sorted(by_point.items(), key=lambda kv: kv[1]["start"]):
+        mean = sum(entry["values"].values()) / len(entry["values"])
+        if variant not in best or mean < best[variant].mean:
+            best[variant] = Choice(variant, entry["point"], entry["label"], mean, len(entry["values"]))
+    return best
+
+
+def confirmation_trials(study: StudySpec, choices: dict[str, Choice]) -> list[Trial]:
+    """Each chosen variant's best point on the confirmation seeds."""
+    templates: dict[str, Trial] = {}
+    for t in expand(search_stage(study)):
+        templates.setdefault(t.variant, t)
+    out = []
+    for variant, choice in choices.items():
+        template = templates[variant]
+        at_point = with_point(template, dict(choice.point))
+        for seed in study.search.confirm.seeds:
+            spec = TrialSpec.model_validate({**at_point.spec.model_dump(mode="json"), "seed": seed})
+            out.append(Trial(variant, seed, spec, at_point.search_point, template.aliases, stage=STAGE))
+    return out
+
+
+def choice_tags(study: StudySpec, choices: dict[str, Choice]) -> dict[str, str]:
+    confirm = study.search.confirm
+    choice = {v: {"point": c.label, "values": dict(c.point), "mean": c.mean, "n_seeds": c.n_seeds} for v, c in choices.items()}
+    return {"confirm_choice": json.dumps(choice), "confirm_seeds": json.dumps(list(confirm.seeds)),
+            "confirm_metric": confirm.metric}
+
+
+def run_confirmed(study: StudySpec, workdir: Path, run_study, **kw):
+    """Both stages; returns the search's and the confirmation's outcomes together."""
+    from workbench.tracking import Store, local_tracking_uri
+
+    first = run_study(search_stage(study), workdir, **kw)
+    if any(o.status != "FINISHED" for o in first.outcomes.values()):
+        print(f"study {study.name!r}: the confirmation waits for every search trial to finish; run the study again", flush=True)
+        return first
+    store = Store(kw.get("tracking_uri") or local_tracking_uri(workdir.resolve()), study.experiment, workdir.resolve() / "mlartifacts")
+    choices = choose(study, store.trial_runs(study.name))
+    variants = list(dict.fromkeys(t.variant for t in expand(search_stage(study))))
+    missing = [v for v in variants if v not in choices]
+    if missing:
+        raise SpecError(f"search.confirm: no finished search trial of {', '.join(map(repr, missing))} reports "
+                        f"{study.search.confirm.metric!r}; nothing to confirm")
+    store.describe_study(store.study_parent(study.name), choice_tags(study, choices))
+    for c in choices.values():
+        print(f"confirm  {c.variant}: {c.label}  ({study.search.confirm.metric} {c.mean:.4f} over {c.n_seeds} seed(s))", flush=True)
+    second = run_study(study.model_copy(update={"search": None}), workdir, trials=confirmation_trials(study, choices), **kw)
+    return replace(second, trials=first.trials + second.trials, done={**first.done, **second.done},
+                   outcomes={**first.outcomes, **second.outcomes})
