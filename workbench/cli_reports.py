@@ -77,7 +77,7 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
     """The trials, their spec hashes and state in the store; with --effect, the seeds that would
     detect it, from the pilot runs' spread."""
     from workbench import results, status
-    from workbench.info import param_counts
+    from workbench.info import flops_per_token, param_counts
     from workbench.study import expand
 
     trials = expand(study)
@@ -88,7 +88,7 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
     print(f"study {study.name!r}: {len(trials)} trials, {done} done ({status.summary(list(states.values()))})")
     names = [f"{t.variant} [{t.point_label}]" if t.search_point else t.variant for t in trials]
     width = max(len("variant"), *map(len, names))
-    print(f"{'variant':<{width}} {'seed':>4}  {'spec hash':<16}  {'params':>12}  status")
+    print(f"{'variant':<{width}} {'seed':>4}  {'spec hash':<16}  {'params':>12}  {'tokens':>13}  {'train FLOPs':>11}  status")
     for t, name in zip(trials, names):
         s = states.get(t.spec_hash)
         text = "done" if s is None or s.state == "finished" else s.state
@@ -97,7 +97,9 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
         if t.optuna_samples:
             text = f"optuna search of {t.optuna_samples} draws"
         also = f"  (also: {', '.join(t.aliases)})" if t.aliases else ""
-        print(f"{name:<{width}} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  {text}{also}")
+        flops = flops_per_token(t.spec.model, t.spec.data.context)["train"] * t.spec.train.tokens
+        print(f"{name:<{width}} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  "
+              f"{t.spec.train.tokens:>13,}  {flops:>11.3g}  {text}{also}")
     if study.search is not None and study.search.confirm is not None:
         confirm = study.search.confirm
         print(f"then the confirmation: each variant's best search point by {confirm.metric} on seeds "
@@ -169,8 +171,15 @@ def cmd_results(args: argparse.Namespace) -> int:
     rows = table.study_table(runs, info, args.metric)
     about = {"study": name, "metric": args.metric, "base": info.base, "base_from": info.base_from,
              "alpha": info.alpha, "holm": args.holm, "seeds": info.seeds}
+    if info.design_kind == "scaling":
+        from workbench.scaling_study import study_fits
+
+        about |= study_fits(runs, info.order, info.extrapolate_to)
     if args.format == "table":
-        emit("\n".join(report.table_lines(rows, info, args.metric, args.holm)) + "\n", args.out)
+        lines = report.table_lines(rows, info, args.metric, args.holm)
+        if info.design_kind == "scaling":
+            lines += report.fit_lines(about)
+        emit("\n".join(lines) + "\n", args.out)
     else:
         export.write(rows, args.format, args.out, about)
     return 0

@@ -145,3 +145,30 @@ def seeds_lines(table: pl.DataFrame, info: StudyInfo, metric: str, fraction: flo
             f"with 80% power, paired t-test at alpha {info.alpha:g}, from the pilot runs' spread:"] + text + [
         f"power now: with the study's {len(info.seeds or [])} seeds; a spread from 2-3 pilot seeds is itself uncertain "
         "(docs/statistics.md)"]
+
+
+def _estimate(e: dict | None, fmt: str) -> str:
+    if e is None:
+        return ""
+    if e.get("lo") is None:
+        return format(e["value"], fmt)
+    return f"{format(e['value'], fmt)} [{format(e['lo'], fmt)}, {format(e['hi'], fmt)}]"
+
+
+def fit_lines(about: dict) -> list[str]:
+    """A scaling study's laws (workbench/scaling_study.py) as text: per variant L(N) = E + A / N^alpha
+    with 95% intervals and the prediction, then where each pair's laws cross."""
+    fits, lines = about.get("fits", {}), ["", "laws L(N) = E + A / N^alpha (N: non-embedding parameters; val_loss in nats; 95% bootstrap intervals)"]
+    for variant, f in fits.items():
+        if f["status"] == "refused":
+            lines.append(f"  {variant}: no law: {f['reason']}")
+            continue
+        at = f" -> {_estimate(f['prediction'], '.4f')} at {f['extrapolate_to']:.3g}" if f.get("prediction") else ""
+        note = f"  ({f['reason']})" if f["status"] == "point_only" else ""
+        lines.append(f"  {variant}: E {_estimate(f['E'], '.4f')}, alpha {_estimate(f['alpha'], '.3f')}, "
+                     f"{f['n_points']} sizes, {f['n_runs']} runs{at}{note}")
+    for c in about.get("crossings", []):
+        a, b = c["variants"]
+        where = f"cross at {_estimate(c['n'], '.3g')} parameters" if c.get("n") else c["reason"]
+        lines.append(f"  {a} vs {b}: {where}")
+    return lines

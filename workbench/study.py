@@ -67,7 +67,37 @@ class VariantsDesign(Spec):
         return self
 
 
-Design = Annotated[GridDesign | AblationDesign | CumulativeDesign | VariantsDesign, Field(discriminator="kind")]
+class ScalingDesign(Spec):
+    """A ladder of model sizes (smallest first) applied to each variant; ``tokens_per_param`` makes
+    each size's ``train.tokens`` follow its non-embedding parameter count (else the base's tokens).
+    Each variant gets a law fitted to its ladder (docs/scaling.md); ``extrapolate_to`` (parameters,
+    "360M") is where each law predicts the loss."""
+
+    kind: Literal["scaling"]
+    sizes: list[Change]
+    variants: list[Change] = Field(min_length=1)
+    tokens_per_param: PositiveFloat | None = None
+    compare_to: str | None = None
+    extrapolate_to: str | PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _a_ladder(self):
+        if len(self.sizes) < 2:
+            raise ValueError(f"sizes: a ladder needs at least 2 sizes (a law L(N) is fitted on 4 or more); got {len(self.sizes)}")
+        for key, names in (("sizes", [c.name for c in self.sizes]), ("variants", [c.name for c in self.variants])):
+            if len(set(names)) != len(names):
+                raise ValueError(f"{key}: names must be unique, got {names}")
+        if self.compare_to is not None and self.compare_to not in [v.name for v in self.variants]:
+            raise ValueError(f"compare_to: {self.compare_to!r} is not a variant; the variants are {[v.name for v in self.variants]}")
+        if self.extrapolate_to is not None:
+            from workbench.scaling import parse_count
+
+            parse_count(self.extrapolate_to)  # raises with the allowed forms
+        return self
+
+
+Design = Annotated[GridDesign | AblationDesign | CumulativeDesign | VariantsDesign | ScalingDesign,
+                   Field(discriminator="kind")]
 
 
 class Distribution(Spec):
@@ -172,6 +202,12 @@ class StudySpec(Spec):
         return data
 
     @model_validator(mode="after")
+    def _scaling_without_search(self):
+        if isinstance(self.design, ScalingDesign) and self.search is not None:
+            raise ValueError("search: a scaling design's trials are its ladder; search each size in a study of its own")
+        return self
+
+    @model_validator(mode="after")
     def _names_are_searchable(self):
         # The tracking store finds runs by these names; its filters quote with ' or ", not both.
         names = [("name", self.name)] + [(f"variant {n!r}", n) for n in _design_names(self.design)]
@@ -191,7 +227,7 @@ def base_variant(design) -> str:
     its first value)."""
     if isinstance(design, (AblationDesign, CumulativeDesign)):
         return design.base_name
-    if isinstance(design, VariantsDesign):
+    if isinstance(design, (VariantsDesign, ScalingDesign)):
         return design.compare_to or design.variants[0].name
     return _grid_name([(path, values[0]) for path, values in design.axes.items()])
 
@@ -256,6 +292,33 @@ def _variants(study: StudySpec) -> list[tuple[str, str, list[tuple[str, Any]]]]:
     return [(c.name, f"design.variants[{i}]", list(c.set.items())) for i, c in enumerate(d.variants)]
 
 
+def _points(study: StudySpec, name: str) -> list[tuple[list[tuple[str, Any]], list[tuple[str, Any]], str]]:
+    """(point, its edits, where) of a variant: the search's draws, or a scaling design's sizes (the
+    point ("size", name) labels the trial; the size's edits build it)."""
+    if isinstance(study.design, ScalingDesign):
+        return [([("size", c.name)], list(c.set.items()), f"design.sizes[{i}] ({c.name})")
+                for i, c in enumerate(study.design.sizes)]
+    return [(point, point, "") for point in _search_points(study.search, name)]
+
+
+def _scaled_tokens(study: StudySpec, data: dict, where: str) -> dict:
+    """``train.tokens`` = tokens_per_param x the size's non-embedding parameters, rounded to whole
+    batches (at least one)."""
+    from workbench.info import param_counts
+    from workbench.specs import ModelSpec
+
+    per = study.design.tokens_per_param if isinstance(study.design, ScalingDesign) else None
+    if per is None:
+        return data
+    try:
+        model = ModelSpec.model_validate(data["model"])
+    except ValidationError as e:
+        raise SpecError(format_validation_error(e, where, ModelSpec, data["model"])) from None
+    batch = data["train"]["batch_size"] * data["data"]["context"]
+    tokens = max(1, round(per * param_counts(model)["non_embedding"] / batch)) * batch
+    return set_path(data, "train.tokens", tokens)
+
+
 def _search_points(search: SearchSpec | None, key: str) -> list[list[tuple[str, Any]]]:
     if search is None or search.algorithm == "optuna":
         return [[]]
@@ -278,22 +341,40 @@ def expand(study: StudySpec) -> list[Trial]:
         if name in names:
             raise SpecError(f"{where}: variant name {name!r} is used twice; variant names must be unique")
         names.add(name)
-        for point in _search_points(study.search, name):
-            all_edits = edits + point
+        for point, point_edits, at in _points(study, name):
+            all_edits = edits + point_edits
             data = base
             try:
                 for path, value in all_edits:
                     data = set_path(data, path, value)
             except PathError as e:
-                raise SpecError(f"{where} ({name}): {e}") from None
+                raise SpecError(f"{where} ({name}){' ' + at if at else ''}: {e}") from None
+            data = _scaled_tokens(study, data, f"{where} ({name}) {at}")
             for seed in study.seeds:
                 try:
                     spec = TrialSpec.model_validate({**data, "seed": seed})
                 except ValidationError as e:
-                    raise SpecError(format_validation_error(e, f"{where} ({name})", TrialSpec, data)) from None
+                    raise SpecError(format_validation_error(e, f"{where} ({name}){' ' + at if at else ''}", TrialSpec, data)) from None
                 samples = study.search.num_samples if study.search and study.search.algorithm == "optuna" else 0
                 trials.append(Trial(name, seed, spec, tuple(point), optuna_samples=samples))
-    return _merge_aliases(trials)
+    trials = _merge_aliases(trials)
+    if isinstance(study.design, ScalingDesign):
+        _check_extrapolation(study.design, trials)
+    return trials
+
+
+def _check_extrapolation(design: ScalingDesign, trials: list[Trial]) -> None:
+    """``extrapolate_to`` must lie above the ladder: the laws are fitted to predict beyond it."""
+    if design.extrapolate_to is None:
+        return
+    from workbench.info import param_counts
+    from workbench.scaling import parse_count
+
+    target = parse_count(design.extrapolate_to)
+    largest = max((param_counts(t.spec.model)["non_embedding"], t.point_label) for t in trials)
+    if target <= largest[0]:
+        raise SpecError(f"design.extrapolate_to: {design.extrapolate_to!r} ({target:,.0f} parameters) is not above the "
+                        f"ladder, whose largest size ({largest[1]}) has {largest[0]:,} non-embedding parameters")
 
 
 def _merge_aliases(trials: list[Trial]) -> list[Trial]:
@@ -325,5 +406,7 @@ def design_tags(study) -> dict[str, str]:
     """Tags for the study's parent run: what readers without the study file need (the variants
     in order, the seeds, alpha). A list too long for a tag is left out (readers fall back)."""
     tags = {"variants": json.dumps(variant_names(study)), "seeds": json.dumps(list(study.seeds)),
-            "alpha": repr(study.alpha)}
+            "alpha": repr(study.alpha), "design_kind": study.design.kind}
+    if isinstance(study.design, ScalingDesign) and study.design.extrapolate_to is not None:
+        tags["extrapolate_to"] = str(study.design.extrapolate_to)
     return {k: v for k, v in tags.items() if len(v) <= 5000}

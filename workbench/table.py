@@ -61,6 +61,8 @@ class StudyInfo:
     # search point (its label) as recorded on the parent run.
     confirm_seeds: list[int] | None = None
     choice: dict[str, str] = field(default_factory=dict)
+    design_kind: str = ""  # "scaling": the rows are a ladder (workbench/scaling_study.py fits it)
+    extrapolate_to: str | None = None
 
 
 def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | None = None,
@@ -96,7 +98,12 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
     choice = {v: c["point"] for v, c in json.loads(tags.get("confirm_choice", "{}")).items()}
     if confirm_seeds:
         planned = [(v, "") for v in order] + planned  # each variant's confirmation row first
-    return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice)
+    kind, extrapolate = tags.get("design_kind", ""), tags.get("extrapolate_to")
+    if study is not None:
+        kind = study.design.kind
+        extrapolate = getattr(study.design, "extrapolate_to", None)
+    return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice, kind,
+                     None if extrapolate is None else str(extrapolate))
 
 
 def with_confirmation_rows(runs: pl.DataFrame, info: StudyInfo) -> pl.DataFrame:
