@@ -226,3 +226,67 @@ def cost_figure(per_variant: pl.DataFrame) -> go.Figure:
             fig.add_trace(go.Bar(x=names, y=values, name=MEMORY_NAMES.get(key, key), showlegend=len(keys) > 1),
                           row=1, col=col)
     return fig.update_layout(height=380, margin={"t": 60}, barmode="group")
+
+
+def scaling_figure(ladder: pl.DataFrame, fits: list, order: list[str]) -> go.Figure:
+    """Loss against non-embedding parameters (log-log): every run as a marker, each variant's fitted
+    law over its ladder and on to its extrapolation with the 95% band of the bootstrap refits, the
+    prediction marked with its interval."""
+    from workbench.scaling_solve import law
+
+    fig = go.Figure()
+    colors = _colors(order)
+    by_variant = {f.variant: f for f in fits}
+    for variant in order:
+        mine = ladder.filter(pl.col("variant") == variant)
+        if mine.is_empty():
+            continue
+        fig.add_trace(go.Scatter(x=mine["n_params_non_embedding"].to_list(), y=mine["val_loss"].to_list(), mode="markers",
+                                 name=esc(f"{variant} (runs)"), marker={"color": colors[variant]}, legendgroup=variant))
+        f = by_variant.get(variant)
+        if f is None or f.status == "refused":
+            continue
+        top = max(f.sizes[1], f.extrapolate_to or 0)
+        grid = np.geomspace(f.sizes[0], top, 80)
+        if f.draws is not None and len(f.draws):
+            curves = law(f.form, f.draws, grid)
+            lo, hi = np.percentile(curves, [2.5, 97.5], axis=0)
+            fig.add_trace(go.Scatter(x=np.concatenate([grid, grid[::-1]]), y=np.concatenate([hi, lo[::-1]]), fill="toself",
+                                     fillcolor=colors[variant], opacity=0.2, line={"width": 0}, hoverinfo="skip",
+                                     showlegend=False, legendgroup=variant))
+        fig.add_trace(go.Scatter(x=grid, y=f.predict(grid), mode="lines", legendgroup=variant, line={"color": colors[variant]},
+                                 name=esc(f"{variant}: L = {f.E.value:.3f} + {f.A.value:.3g} / N^{f.alpha.value:.3f}")))
+        if f.prediction is not None:
+            p = f.prediction
+            err = {} if p.lo is None else {"error_y": {"type": "data", "symmetric": False, "array": [p.hi - p.value],
+                                                       "arrayminus": [p.value - p.lo]}}
+            fig.add_trace(go.Scatter(x=[f.extrapolate_to], y=[p.value], mode="markers", legendgroup=variant,
+                                     marker={"symbol": "star", "size": 12, "color": colors[variant]},
+                                     name=esc(f"{variant} at {f.extrapolate_to:.3g}"), **err))
+    return fig.update_layout(title="Loss against parameters, with each variant's fitted law (95% bootstrap band)",
+                             xaxis_title="non-embedding parameters N", xaxis_type="log",
+                             yaxis_title="validation loss (nats/token)", yaxis_type="log", height=450)
+
+
+def _est(e) -> str:
+    if e is None:
+        return ""
+    return f"{e.value:.4g}" if e.lo is None else f"{e.value:.4g} [{e.lo:.4g}, {e.hi:.4g}]"
+
+
+def fits_table(fits: list, crossings: list) -> str:
+    """The laws' parameters with their 95% intervals, the predictions and the crossings, as HTML."""
+    rows = []
+    for f in fits:
+        if f.status == "refused":
+            rows.append(f"<tr><td>{esc(f.variant)}</td><td colspan=6>no law: {esc(f.reason)}</td></tr>")
+            continue
+        at = f"{_est(f.prediction)} at {f.extrapolate_to:.3g}" if f.prediction is not None else ""
+        rows.append(f"<tr><td>{esc(f.variant)}</td><td>{_est(f.E)}</td><td>{_est(f.A)}</td><td>{_est(f.alpha)}</td>"
+                    f"<td>{f.n_points} ({f.n_runs} runs)</td><td>{esc(at)}</td><td>{esc(f.reason)}</td></tr>")
+    cross = "".join(f"<li>{esc(c.variants[0])} vs {esc(c.variants[1])}: "
+                    + (f"cross at {esc(_est(c.n))} parameters" if c.n is not None else esc(c.reason)) + "</li>"
+                    for c in crossings)
+    return ("<table class=\"fits\"><tr><th>variant</th><th>E</th><th>A</th><th>alpha</th><th>sizes</th>"
+            "<th>prediction</th><th>note</th></tr>" + "".join(rows) + "</table>"
+            + (f"<ul>{cross}</ul>" if cross else ""))

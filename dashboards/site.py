@@ -72,6 +72,8 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     info = table.study_info(study, everything, parent_tags=tags)
     rows = table.study_table(everything, info)
     page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(rows, info) + "</section>")
+    if info.design_kind == "scaling":
+        scaling_section(page, everything, info)
     summary = {"variants": rows["variant"].n_unique(), "runs": len(runs), "base": info.base,
                "finished": int(rows["finished"].sum()), "failed": int(rows["failed"].sum() + rows["killed"].sum()),
                "date": time.strftime("%Y-%m-%d", time.gmtime(parent.info.start_time / 1000)) if parent else "",
@@ -86,6 +88,19 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     page.html(f'<p class="note">{frame.height} finished trial rows from {len(runs)} finished runs '
               f"({len(attempts)} tracked); every number on this page is read from the tracking store.</p>")
     return page.render(), {**summary, "figures": page.n}
+
+
+def scaling_section(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> None:
+    """A scaling study's laws: the loss-parameters figure and the fitted parameters (docs/scaling.md)."""
+    from workbench.scaling_study import fit_study
+
+    ladder, fits, crossings = fit_study(table.normalise(runs), info.order, info.extrapolate_to)
+    page.html("<section><h2>Scaling laws</h2>")
+    if ladder.is_empty():
+        page.html("<p>No finished ladder runs yet.</p></section>")
+        return
+    page.figure(figures.scaling_figure(ladder, fits, info.order))
+    page.html(figures.fits_table(fits, crossings) + "</section>")
 
 
 def _best(rows: pl.DataFrame) -> str:

@@ -14,20 +14,33 @@ def study_fits(runs: pl.DataFrame, order: list[str], extrapolate_to: str | float
                n_boot: int = 200) -> dict:
     """``{"fits": {variant: LawFit as JSON}, "crossings": [Crossing as JSON]}`` of the scaling
     study whose runs these are (FINISHED ones, not stopped early), variants in ``order``."""
+    _, fits, crossings = fit_study(runs, order, extrapolate_to, n_boot)
+    return {"fits": {f.variant: f.to_dict() for f in fits}, "crossings": [c.to_dict() for c in crossings]}
+
+
+def ladder_runs(runs: pl.DataFrame) -> pl.DataFrame:
+    """The runs a law is fitted to: FINISHED, not stopped early, not an alias's copy, with a size and a loss."""
     needed = {"n_params_non_embedding", "val_loss"}
     if runs.is_empty() or not needed <= set(runs.columns):
-        return {"fits": {}, "crossings": []}
+        return runs.clear() if not runs.is_empty() else runs
     done = runs.filter((pl.col("status") == "FINISHED") & pl.col("val_loss").is_not_null()
                        & pl.col("n_params_non_embedding").is_not_null())
     if "stopped_early" in done.columns:
         done = done.filter(~pl.col("stopped_early").fill_null(False))
     if "alias_of" in done.columns:
         done = done.filter(pl.col("alias_of").is_null())
+    return done
+
+
+def fit_study(runs: pl.DataFrame, order: list[str], extrapolate_to=None, n_boot: int = 200):
+    """(the ladder's runs, [LawFit per variant in order], [Crossing per pair])."""
+    done = ladder_runs(runs)
+    if done.is_empty():
+        return done, [], []
     options = scaling.FitOptions(n_boot=n_boot)
     fits = []
     for variant in [v for v in order if v in set(done["variant"])]:
         mine = done.filter(pl.col("variant") == variant)
         fits.append(scaling.fit_law(variant, mine["n_params_non_embedding"].to_numpy(), mine["val_loss"].to_numpy(),
                                     extrapolate_to=extrapolate_to, options=options))
-    crossings = scaling.compare(fits)
-    return {"fits": {f.variant: f.to_dict() for f in fits}, "crossings": [c.to_dict() for c in crossings]}
+    return done, fits, scaling.compare(fits)
