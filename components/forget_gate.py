@@ -24,7 +24,7 @@ def decay_time_bias(n_heads: int, t_min: float, t_max: float) -> torch.Tensor:
 
 
 class DataDependentGate(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, bias_init: float = 4.0, lr_scale: float = 1.0):
+    def __init__(self, d_model: int, n_heads: int, bias_init: float = 0.0, lr_scale: float = 1.0):
         super().__init__()
         self.proj = nn.Linear(d_model, n_heads, bias=True)
         self.bias_init = bias_init
@@ -66,18 +66,16 @@ class DataDependentGateSpec(ComponentSpec):
 
     slot = "forget_gate"
     kind: Literal["data_dependent"] = "data_dependent"
-    # b_f at init, every head. The default 4 starts the gate remembering (sigmoid(4) = 0.982: a
-    # decay time of 55 tokens); the paper's 0 starts f near 0.5, each token halving the weight of
-    # everything before it, and at our sizes gives a 3x wider seed spread and a worse loss
-    # (docs/stability.md, measured on the H200). AdamW moves a bias by at most about lr per step.
-    # Trials before the default changed ran with 0: at 0 it is left out of the identity.
-    bias_init: float = 4.0
+    # b_f at init, every head: 0 (the paper's) starts f near 0.5, each token halving the weight of
+    # everything before it; a positive value starts the gate remembering (sigmoid(4) = 0.982: a
+    # decay time of 55 tokens). AdamW moves a bias by at most about lr per step, so a run of a few
+    # hundred steps cannot move it far from where it starts (docs/stability.md).
+    bias_init: float = 0.0
     # The gate projection's learning rate as a multiple of the run's (docs/stability.md): its logit
     # is a sum over d_model inputs that AdamW moves all at once, and it is not normalised the way
     # QK-norm normalises q and k.
     lr_scale: PositiveFloat = 1.0
     _new_fields: ClassVar[frozenset[str]] = frozenset({"bias_init", "lr_scale"})
-    _legacy_values: ClassVar[dict] = {"bias_init": 0.0}
 
     def build(self, dims: BlockDims) -> nn.Module:
         return DataDependentGate(dims.d_model, dims.n_heads, self.bias_init, self.lr_scale)

@@ -1,9 +1,8 @@
 """The base of every spec: pydantic v2, ``extra="forbid"``, frozen, hashed by its canonical JSON.
 
 A field that changes how a trial runs but not what it computes is listed in its class's
-``_execution_only`` and left out of the identity; a field added after trials were run without it
-is listed in ``_new_fields`` and left out while it holds the value those trials ran with: its
-default, or where the default has changed since, the value in ``_legacy_values``.
+``_execution_only`` and left out of the identity; a field added after trials were run with the
+behaviour of its default is listed in ``_new_fields`` and left out while it holds that default.
 """
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     _execution_only: ClassVar[frozenset[str]] = frozenset()
     _new_fields: ClassVar[frozenset[str]] = frozenset()
-    _legacy_values: ClassVar[dict] = {}
 
     def _identity_exclude(self) -> dict:
         """pydantic's nested ``exclude`` for the execution-only fields of this spec and its parts,
@@ -45,9 +43,7 @@ class Spec(BaseModel):
 
 
 def _new_at_default(spec: BaseModel) -> dict:
-    """``exclude`` entries for the ``_new_fields`` of a spec or component options that hold the
-    value trials ran with before the field existed (``_legacy_values``, else the default)."""
+    """``exclude`` entries for the ``_new_fields`` of a spec or component options at their defaults."""
     fields = type(spec).model_fields
     new = getattr(spec, "_new_fields", frozenset())
-    legacy = getattr(spec, "_legacy_values", {})
-    return {name: True for name in new if getattr(spec, name) == legacy.get(name, fields[name].default)}
+    return {name: True for name in new if getattr(spec, name) == fields[name].default}

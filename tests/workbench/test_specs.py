@@ -190,20 +190,21 @@ def test_pruning_tolerance_is_validated_and_part_of_the_identity():
         ModelSpec(preset="transformer_llama", attention={"log_pruning_tolerance": -10})
 
 
-def test_the_forget_gate_starts_remembering_and_bias_0_keeps_the_old_identity():
-    """bias_init came after trials were run with a zero bias; its default is now 4. At 0 it stays
-    out of the identity (those trials keep their hashes), at the default or anything else it is
-    part of it, and the model starts with that bias."""
+def test_a_forget_gate_written_without_bias_init_keeps_its_hash():
+    """bias_init came after trials were run with a zero bias: at 0 it stays out of the identity,
+    set to anything else it is part of it (and the model starts with that bias)."""
     from workbench.model import build_model
 
-    old = ModelSpec.model_validate(yaml.safe_load(ISSUE_SHAPE))
-    assert old.attention.forget_gate.bias_init == 4.0 and '"bias_init":4.0' in old.canonical_json()
-    zero = ModelSpec.model_validate({**yaml.safe_load(ISSUE_SHAPE),
-                                     "attention": {"forget_gate": {"kind": "data_dependent", "bias_init": 0.0}}})
-    assert "bias_init" not in zero.canonical_json() and zero.spec_hash() != old.spec_hash()
-    for spec, bias in ((old, 4.0), (zero, 0.0)):
-        assert ModelSpec.model_validate_json(spec.model_dump_json()) == spec
-        assert build_model(spec).blocks[0].attn.forget_gate.proj.bias.tolist() == [bias] * spec.n_heads
+    written_before = ModelSpec.model_validate(yaml.safe_load(ISSUE_SHAPE))
+    explicit = ModelSpec.model_validate({**yaml.safe_load(ISSUE_SHAPE),
+                                         "attention": {"forget_gate": {"kind": "data_dependent", "bias_init": 0.0}}})
+    assert explicit.spec_hash() == written_before.spec_hash()
+    assert "bias_init" not in written_before.canonical_json()
+    remembering = ModelSpec(preset="fox_pro", n_layers=1, attention={"forget_gate": {"kind": "data_dependent", "bias_init": 4.0}})
+    assert remembering.spec_hash() != ModelSpec(preset="fox_pro", n_layers=1).spec_hash()
+    assert ModelSpec.model_validate_json(remembering.model_dump_json()) == remembering
+    bias = build_model(remembering).blocks[0].attn.forget_gate.proj.bias
+    assert bias.tolist() == [4.0] * remembering.n_heads
 
 
 def test_the_forget_gate_lr_scale_trains_its_projection_at_that_multiple():

@@ -128,8 +128,7 @@ def test_a_merged_mapping_with_an_unknown_field_names_it():
 def test_the_shipped_studies_expand_to_the_trials_they_always_had():
     """Every trial the shipped studies expanded to at 6d77b50 (tests/workbench/data/spec_hashes_6d77b50.jsonl)
     comes out of the study file now with the same spec hash: a change of how `set:` reads a study
-    must not change the trials of one that meant what it says. The one default changed since, the
-    forget gate's bias at init (4, was 0: docs/stability.md), is put back to compare."""
+    must not change the trials of one that meant what it says."""
     import json
     from pathlib import Path
 
@@ -146,17 +145,5 @@ def test_the_shipped_studies_expand_to_the_trials_they_always_had():
                              "studies/packing.yaml", "studies/quickstart.yaml"}
     for path, recorded in by_study.items():
         trials = expand(validate(StudySpec, yaml.safe_load((root / path).read_text()), path))
-        now = {f"{t.variant}{f' [{t.point_label}]' if t.search_point else ''} / seed {t.seed}": _as_before(t.spec)
-               for t in trials}
+        now = {f"{t.variant}{f' [{t.point_label}]' if t.search_point else ''} / seed {t.seed}": t.spec_hash for t in trials}
         assert now == recorded, path
-
-
-def _as_before(spec) -> str:
-    """The spec hash of ``spec`` with the forget gate's bias at init as it was before its default changed."""
-    from workbench.specs import TrialSpec
-
-    data = spec.model_dump(mode="json")
-    gate = data["model"]["attention"]["forget_gate"]
-    if gate["kind"] == "data_dependent" and gate["bias_init"] == 4.0:
-        gate["bias_init"] = 0.0
-    return TrialSpec.model_validate(data).spec_hash()
