@@ -290,3 +290,19 @@ def fits_table(fits: list, crossings: list) -> str:
     return ("<table class=\"fits\"><tr><th>variant</th><th>E</th><th>A</th><th>alpha</th><th>sizes</th>"
             "<th>prediction</th><th>note</th></tr>" + "".join(rows) + "</table>"
             + (f"<ul>{cross}</ul>" if cross else ""))
+
+
+def effect_figure(effects: list[dict], metric: str, axis: str) -> go.Figure:
+    """Each variant's paired difference from the base at every point of the axis, with its 95% CI
+    over the seeds (workbench/effects.py)."""
+    fig = go.Figure()
+    colors = _colors([e["variant"] for e in effects])
+    for e in effects:
+        pts = [p for p in e["points"] if p["paired_delta"] is not None]
+        ci = [p["paired_ci95"] or 0.0 for p in pts]
+        fig.add_trace(go.Scatter(x=[p["point"] for p in pts], y=[p["paired_delta"] for p in pts], mode="lines+markers",
+                                 name=esc(f"{e['variant']} - {e['vs']}"), line={"color": colors[e["variant"]]},
+                                 error_y={"type": "data", "array": ci, "visible": True}))
+    fig.add_hline(y=0, line_dash="dash", line_color="gray")
+    return fig.update_layout(title=f"Effect versus {axis}: paired difference in {metric} from the base, 95% CI over seeds",
+                             xaxis_title=axis, xaxis_type="category", yaxis_title=f"delta {metric}", height=400)

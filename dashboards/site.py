@@ -74,6 +74,15 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(rows, info) + "</section>")
     if info.design_kind == "scaling":
         scaling_section(page, everything, info)
+    if info.design_kind in ("scaling", "crossed"):
+        from workbench.effects import effects
+
+        found = effects(table.study_table(everything, info, "val_loss"), info.axis)
+        if found:
+            axis = info.axis[0].split("=")[0] if info.axis else "the axis"
+            page.html(f"<section><h2>Effect versus {esc(axis)}</h2>")
+            page.figure(figures.effect_figure(found, "val_loss", axis))
+            page.html("</section>")
     summary = {"variants": rows["variant"].n_unique(), "runs": len(runs), "base": info.base,
                "finished": int(rows["finished"].sum()), "failed": int(rows["failed"].sum() + rows["killed"].sum()),
                "date": time.strftime("%Y-%m-%d", time.gmtime(parent.info.start_time / 1000)) if parent else "",

@@ -175,6 +175,10 @@ def cmd_results(args: argparse.Namespace) -> int:
         from workbench.scaling_study import study_fits
 
         about |= study_fits(runs, info.order, info.extrapolate_to)
+    if info.design_kind in ("scaling", "crossed"):
+        from workbench.effects import effects
+
+        about["effects"] = effects(rows, info.axis)
     if args.format == "table":
         lines = report.table_lines(rows, info, args.metric, args.holm)
         if info.design_kind == "scaling":

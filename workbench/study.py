@@ -96,7 +96,26 @@ class ScalingDesign(Spec):
         return self
 
 
-Design = Annotated[GridDesign | AblationDesign | CumulativeDesign | VariantsDesign | ScalingDesign,
+class CrossedDesign(Spec):
+    """Each variant at every point of one axis (context length, tokens, a learning rate), a point a
+    named set of edits (a context with the batch that keeps the tokens per step): the table
+    compares the variants at each point, and the effect is read as a function of the axis."""
+
+    kind: Literal["crossed"]
+    variants: list[Change] = Field(min_length=1)
+    axis: str = Field(min_length=1, pattern=r"^[^=,\[\]]+$")  # its name, e.g. "context"
+    points: list[Change] = Field(min_length=2)
+    compare_to: str | None = None
+
+    @model_validator(mode="after")
+    def _known_comparison(self):
+        names = [v.name for v in self.variants]
+        if self.compare_to is not None and self.compare_to not in names:
+            raise ValueError(f"compare_to: {self.compare_to!r} is not a variant; the variants are {names}")
+        return self
+
+
+Design = Annotated[GridDesign | AblationDesign | CumulativeDesign | VariantsDesign | ScalingDesign | CrossedDesign,
                    Field(discriminator="kind")]
 
 
@@ -203,8 +222,8 @@ class StudySpec(Spec):
 
     @model_validator(mode="after")
     def _scaling_without_search(self):
-        if isinstance(self.design, ScalingDesign) and self.search is not None:
-            raise ValueError("search: a scaling design's trials are its ladder; search each size in a study of its own")
+        if isinstance(self.design, (ScalingDesign, CrossedDesign)) and self.search is not None:
+            raise ValueError(f"search: a {self.design.kind} design's trials are its points; search each in a study of its own")
         return self
 
     @model_validator(mode="after")
@@ -227,7 +246,7 @@ def base_variant(design) -> str:
     its first value)."""
     if isinstance(design, (AblationDesign, CumulativeDesign)):
         return design.base_name
-    if isinstance(design, (VariantsDesign, ScalingDesign)):
+    if isinstance(design, (VariantsDesign, ScalingDesign, CrossedDesign)):
         return design.compare_to or design.variants[0].name
     return _grid_name([(path, values[0]) for path, values in design.axes.items()])
 
@@ -298,6 +317,9 @@ def _points(study: StudySpec, name: str) -> list[tuple[list[tuple[str, Any]], li
     if isinstance(study.design, ScalingDesign):
         return [([("size", c.name)], list(c.set.items()), f"design.sizes[{i}] ({c.name})")
                 for i, c in enumerate(study.design.sizes)]
+    if isinstance(study.design, CrossedDesign):
+        return [([(study.design.axis, c.name)], list(c.set.items()), f"design.points[{i}] ({c.name})")
+                for i, c in enumerate(study.design.points)]
     return [(point, point, "") for point in _search_points(study.search, name)]
 
 
@@ -409,4 +431,8 @@ def design_tags(study) -> dict[str, str]:
             "alpha": repr(study.alpha), "design_kind": study.design.kind}
     if isinstance(study.design, ScalingDesign) and study.design.extrapolate_to is not None:
         tags["extrapolate_to"] = str(study.design.extrapolate_to)
+    if isinstance(study.design, (ScalingDesign, CrossedDesign)):
+        from workbench.effects import axis_labels
+
+        tags["axis"] = json.dumps(axis_labels(study))
     return {k: v for k, v in tags.items() if len(v) <= 5000}

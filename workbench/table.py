@@ -63,6 +63,7 @@ class StudyInfo:
     choice: dict[str, str] = field(default_factory=dict)
     design_kind: str = ""  # "scaling": the rows are a ladder (workbench/scaling_study.py fits it)
     extrapolate_to: str | None = None
+    axis: list[str] = field(default_factory=list)  # a scaling or crossed design's point labels, in order
 
 
 def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | None = None,
@@ -99,11 +100,16 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
     if confirm_seeds:
         planned = [(v, "") for v in order] + planned  # each variant's confirmation row first
     kind, extrapolate = tags.get("design_kind", ""), tags.get("extrapolate_to")
+    axis = json.loads(tags.get("axis", "[]"))
     if study is not None:
         kind = study.design.kind
         extrapolate = getattr(study.design, "extrapolate_to", None)
+        if kind in ("scaling", "crossed"):
+            from workbench.effects import axis_labels
+
+            axis = axis_labels(study)
     return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice, kind,
-                     None if extrapolate is None else str(extrapolate))
+                     None if extrapolate is None else str(extrapolate), axis)
 
 
 def with_confirmation_rows(runs: pl.DataFrame, info: StudyInfo) -> pl.DataFrame:

@@ -101,6 +101,10 @@ def test_the_dashboard_draws_the_laws_in_chromium(ladder, browser):  # noqa: F81
     for variant in ("FoX (Pro)", "no gate"):
         assert f"{variant} (runs)" in names and any(n.startswith(f"{variant}: L = ") for n in names)
         assert f"{variant} at 1e+06" in names
+    effect = browser.execute_script(
+        "var h = Array.from(document.querySelectorAll('h2')).find(e => e.textContent == 'Effect versus size');"
+        "var f = h.parentElement.querySelector('.wb-figure'); return [f.data.length, f.data[0].x];")
+    assert effect == [1, [f"size=d{d}" for d in SIZES]]
     cells = [c.text for c in browser.find_elements(By.CSS_SELECTOR, "table.fits td")]
     fit = json.loads(wb("results", ladder[0], "--workdir", workdir, "--format", "json").stdout)["fits"]["FoX (Pro)"]
     assert f"{fit['E']['value']:.4g}" in cells[1] and f"{fit['alpha']['value']:.4g}" in cells[3]

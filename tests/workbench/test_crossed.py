@@ -1,0 +1,71 @@
+"""Effect versus an axis: a crossed design (each variant at every value of one axis) end to end on
+real Ray and MLflow; `wb results --format json` gives each variant's paired difference from the
+base at every value, checked against the store by hand; and the designs' bad input."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2,
+                  "mlp": {"kind": "swiglu", "intermediate_size": 64}},
+        "data": {"kind": "builtin", "context": 64, "max_bytes": 600000},
+        "train": {"tokens": 8192, "batch_size": 8, "eval_batches": 1, "cpu_threads": 1},
+        "eval": {"sequences": 4, "length_multiples": [1]}}
+VARIANTS = [{"name": "FoX (Pro)", "set": {"model.attention.forget_gate": "data_dependent"}},
+            {"name": "no gate", "set": {"model.attention.forget_gate": "none"}}]
+
+
+def wb(*args):
+    return subprocess.run([sys.executable, "-m", "workbench.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600)
+
+
+def write(tmp_path, design, **extra):
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump({"name": "ctx", "base": BASE, "design": design, "seeds": [0, 1], **extra}))
+    return path
+
+
+def test_the_effect_of_a_variant_along_an_axis_is_paired_per_value(tmp_path):
+    points = [{"name": str(c), "set": {"data.context": c, "train.batch_size": 512 // c}} for c in (32, 64)]
+    study = write(tmp_path, {"kind": "crossed", "variants": VARIANTS, "axis": "context", "points": points})
+    proc = wb("run", study, "--workdir", tmp_path / "w")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = wb("results", study, "--workdir", tmp_path / "w", "--format", "json", "--metric", "val_loss")
+    assert out.returncode == 0, out.stderr[-2000:]
+    (effect,) = json.loads(out.stdout)["effects"]
+    assert effect["variant"] == "no gate" and effect["vs"] == "FoX (Pro)"
+    client = MlflowClient(f"sqlite:///{tmp_path / 'w' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("ctx")
+    loss = {(r.data.tags["variant"], r.data.params["data.context"], int(r.data.tags["seed"])): r.data.metrics["val_loss"]
+            for r in client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial'")}
+    assert len(loss) == 8
+    assert [p["point"] for p in effect["points"]] == ["context=32", "context=64"]
+    for point, context in zip(effect["points"], ("32", "64")):
+        diffs = [loss[("no gate", context, s)] - loss[("FoX (Pro)", context, s)] for s in (0, 1)]
+        assert point["n"] == 2 and point["paired_delta"] == pytest.approx(sum(diffs) / 2)
+        assert point["p_value"] == pytest.approx(stats.ttest_1samp(diffs, 0).pvalue)
+
+
+@pytest.mark.parametrize("design,expected", [
+    ({"kind": "scaling", "variants": VARIANTS, "sizes": [{"name": "S", "set": {"model.d_model": 32}}]},
+     "sizes: a ladder needs at least 2 sizes"),
+    ({"kind": "scaling", "variants": VARIANTS, "sizes": [{"name": "S", "set": {"model.d_model": 32}},
+                                                          {"name": "M", "set": {"model.d_model": 64, "model.n_heads": 3}}]},
+     "design.sizes[1] (M): 1 problem(s)\n  model: n_heads=3 does not divide d_model=64; pick a divisor of 64"),
+    ({"kind": "scaling", "variants": VARIANTS, "extrapolate_to": "10k",
+      "sizes": [{"name": "S", "set": {"model.d_model": 32}}, {"name": "M", "set": {"model.d_model": 64}}]},
+     "design.extrapolate_to: '10k' (10,000 parameters) is not above the ladder"),
+    ({"kind": "crossed", "variants": VARIANTS, "axis": "context", "points": [{"name": "64", "set": {"data.context": 64}}]},
+     "design.crossed.points: List should have at least 2 items"),
+])
+def test_bad_scaling_and_crossed_designs_get_one_clear_error_and_write_nothing(tmp_path, design, expected):
+    proc = wb("run", write(tmp_path, design), "--workdir", tmp_path / "w")
+    assert proc.returncode == 2 and expected in proc.stderr, proc.stderr
+    assert not (tmp_path / "w").exists()
