@@ -127,13 +127,13 @@ def smooth(y: np.ndarray, window: int) -> np.ndarray:
 
 def per_position_figure(curves: dict[str, np.ndarray], context: int) -> go.Figure:
     """curves: variant -> [seeds, positions] of L(i). Left L(i) smoothed, right P(l) on log x."""
-    length = next(iter(curves.values())).shape[1]
+    length = max(ys.shape[1] for ys in curves.values())  # rows may differ in context (a grid over it)
     window = max(1, (length // 64) | 1)
     fig = make_subplots(1, 2, subplot_titles=(f"L(i), centred moving average of {window} tokens; {BAND}",
                                               "P(l) = exp(mean of L(1..l))"))
     colors = _colors(curves)
-    x = np.arange(1, length + 1)
     for name, ys in curves.items():
+        x = np.arange(1, ys.shape[1] + 1)
         _band(fig, x, np.stack([smooth(y, window) for y in ys]), name, colors[name], 1, 1)
         _band(fig, x, np.exp(np.cumsum(ys, 1) / x), name, colors[name], 1, 2)
     for col in (1, 2):

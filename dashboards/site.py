@@ -74,15 +74,7 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(rows, info) + "</section>")
     if info.design_kind == "scaling":
         scaling_section(page, everything, info)
-    if info.design_kind in ("scaling", "crossed"):
-        from workbench.effects import effects
-
-        found = effects(table.study_table(everything, info, "val_loss"), info.axis)
-        if found:
-            axis = info.axis[0].split("=")[0] if info.axis else "the axis"
-            page.html(f"<section><h2>Effect versus {esc(axis)}</h2>")
-            page.figure(figures.effect_figure(found, "val_loss", axis))
-            page.html("</section>")
+    effect_sections(page, everything, info)
     summary = {"variants": rows["variant"].n_unique(), "runs": len(runs), "base": info.base,
                "finished": int(rows["finished"].sum()), "failed": int(rows["failed"].sum() + rows["killed"].sum()),
                "date": time.strftime("%Y-%m-%d", time.gmtime(parent.info.start_time / 1000)) if parent else "",
@@ -110,6 +102,27 @@ def scaling_section(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> No
         return
     page.figure(figures.scaling_figure(ladder, fits, info.order))
     page.html(figures.fits_table(fits, crossings) + "</section>")
+
+
+def effect_sections(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> None:
+    """Effect versus an axis (workbench/effects.py): a scaling or crossed design's variants against
+    the base along its axis; a grid's first axis along each other axis."""
+    from workbench.effects import effects, grid_effects
+
+    if info.design_kind in ("scaling", "crossed"):
+        found = effects(table.study_table(runs, info, "val_loss"), info.axis)
+        by_axis = {info.axis[0].split("=")[0] if info.axis else "the axis": found}
+    elif info.design_kind == "grid" and info.grid_axes:
+        by_axis = {}
+        for e in grid_effects(runs, info.grid_axes, "val_loss"):
+            by_axis.setdefault(e["axis"], []).append(e)
+    else:
+        return
+    for axis, found in by_axis.items():
+        if found:
+            page.html(f"<section><h2>Effect versus {esc(axis)}</h2>")
+            page.figure(figures.effect_figure(found, "val_loss", axis))
+            page.html("</section>")
 
 
 def _best(rows: pl.DataFrame) -> str:

@@ -179,6 +179,10 @@ def cmd_results(args: argparse.Namespace) -> int:
         from workbench.effects import effects
 
         about["effects"] = effects(rows, info.axis)
+    elif info.design_kind == "grid" and info.grid_axes:
+        from workbench.effects import grid_effects
+
+        about["effects"] = grid_effects(runs, info.grid_axes, args.metric)
     if args.format == "table":
         lines = report.table_lines(rows, info, args.metric, args.holm)
         if info.design_kind == "scaling":

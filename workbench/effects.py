@@ -28,3 +28,34 @@ def axis_labels(study) -> list[str]:
     if d.kind == "scaling":
         return [f"size={c.name}" for c in d.sizes]
     return [f"{d.axis}={c.name}" for c in d.points]
+
+
+def grid_effects(runs: pl.DataFrame, axes: list, metric: str) -> list[dict]:
+    """In a grid of two or more axes, the effect of the first axis (each of its values against its
+    first) as a function of every other axis: at each value of that axis, the cells that differ only
+    in the first axis, paired by seed (the other axes at their first values). ``axes``: [(path,
+    values)] in the design's order."""
+    from workbench import stats, table
+    from workbench.study import _grid_name
+
+    axes = [(path, list(values)) for path, values in axes]
+    if len(axes) < 2 or runs.is_empty():
+        return []
+    values = table.seed_values(table.normalise(runs), metric)
+    (first, first_values), rest = axes[0], axes[1:]
+    out = []
+    for i, (path, along) in enumerate(rest):
+        others = [(p, vs[0]) for p, vs in rest]
+        for a in first_values[1:]:
+            entry = {"variant": f"{first.split('.')[-1]}={a}", "vs": f"{first.split('.')[-1]}={first_values[0]}",
+                     "axis": path.split(".")[-1], "points": []}
+            for b in along:
+                cell = others.copy()
+                cell[i] = (path, b)
+                mine = values.get(_grid_name([(first, a), *cell]), {})
+                base = values.get(_grid_name([(first, first_values[0]), *cell]), {})
+                p = stats.paired(mine, base)
+                entry["points"].append({"point": f"{path.split('.')[-1]}={b}", "n": p.n, "paired_delta": p.delta,
+                                        "paired_ci95": p.half_width, "p_value": p.p})
+            out.append(entry)
+    return out

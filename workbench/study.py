@@ -435,4 +435,6 @@ def design_tags(study) -> dict[str, str]:
         from workbench.effects import axis_labels
 
         tags["axis"] = json.dumps(axis_labels(study))
+    if isinstance(study.design, GridDesign):
+        tags["grid_axes"] = json.dumps(list(study.design.axes.items()))
     return {k: v for k, v in tags.items() if len(v) <= 5000}

@@ -64,6 +64,7 @@ class StudyInfo:
     design_kind: str = ""  # "scaling": the rows are a ladder (workbench/scaling_study.py fits it)
     extrapolate_to: str | None = None
     axis: list[str] = field(default_factory=list)  # a scaling or crossed design's point labels, in order
+    grid_axes: list = field(default_factory=list)  # a grid design's [(path, values)]
 
 
 def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | None = None,
@@ -100,16 +101,17 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
     if confirm_seeds:
         planned = [(v, "") for v in order] + planned  # each variant's confirmation row first
     kind, extrapolate = tags.get("design_kind", ""), tags.get("extrapolate_to")
-    axis = json.loads(tags.get("axis", "[]"))
+    axis, grid_axes = json.loads(tags.get("axis", "[]")), json.loads(tags.get("grid_axes", "[]"))
     if study is not None:
         kind = study.design.kind
+        grid_axes = list(study.design.axes.items()) if kind == "grid" else []
         extrapolate = getattr(study.design, "extrapolate_to", None)
         if kind in ("scaling", "crossed"):
             from workbench.effects import axis_labels
 
             axis = axis_labels(study)
     return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice, kind,
-                     None if extrapolate is None else str(extrapolate), axis)
+                     None if extrapolate is None else str(extrapolate), axis, grid_axes)
 
 
 def with_confirmation_rows(runs: pl.DataFrame, info: StudyInfo) -> pl.DataFrame:

@@ -28,7 +28,7 @@ def wb(*args):
 
 def write(tmp_path, design, **extra):
     path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump({"name": "ctx", "base": BASE, "design": design, "seeds": [0, 1], **extra}))
+    path.write_text(yaml.safe_dump({"name": "ctx", "base": BASE, "design": design, "seeds": [0, 1], **extra}, sort_keys=False))
     return path
 
 
@@ -69,3 +69,24 @@ def test_bad_scaling_and_crossed_designs_get_one_clear_error_and_write_nothing(t
     proc = wb("run", write(tmp_path, design), "--workdir", tmp_path / "w")
     assert proc.returncode == 2 and expected in proc.stderr, proc.stderr
     assert not (tmp_path / "w").exists()
+
+
+def test_a_grid_gives_the_effect_of_its_first_axis_along_the_others(tmp_path):
+    design = {"kind": "grid", "axes": {"model.attention.forget_gate": ["data_dependent", "none"], "data.context": [32, 64]}}
+    study = write(tmp_path, design)
+    proc = wb("run", study, "--workdir", tmp_path / "w")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = MlflowClient(f"sqlite:///{tmp_path / 'w' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("ctx")
+    loss = {(r.data.params["model.attention.forget_gate.kind"], r.data.params["data.context"], int(r.data.tags["seed"])):
+            r.data.metrics["val_loss"] for r in client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial'")}
+    # The store alone (no study file): the axes are tagged on the study's parent run.
+    out = wb("results", "ctx", "--workdir", tmp_path / "w", "--format", "json", "--metric", "val_loss")
+    assert out.returncode == 0, out.stderr[-2000:]
+    (effect,) = json.loads(out.stdout)["effects"]
+    assert (effect["variant"], effect["vs"], effect["axis"]) == ("forget_gate=none", "forget_gate=data_dependent", "context")
+    for point, context in zip(effect["points"], ("32", "64")):
+        diffs = [loss[("none", context, s)] - loss[("data_dependent", context, s)] for s in (0, 1)]
+        assert point["point"] == f"context={context}" and point["paired_delta"] == pytest.approx(sum(diffs) / 2)
+    proc = wb("dashboard", "--workdir", tmp_path / "w")
+    assert proc.returncode == 0 and "Effect versus context" in next((tmp_path / "w" / "dashboard").glob("study-ctx*.html")).read_text()
