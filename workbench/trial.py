@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import torch
 
 from workbench.data import load_data
 from workbench.execution import Execution
+from workbench.faults import write_atomically
 from workbench.evaluate import evaluate, unigram_entropy
 from workbench.info import flops_per_token, param_counts
 from workbench.model import build_model
@@ -64,10 +64,9 @@ def versions() -> dict:
 
 
 def write_json(path: Path, obj) -> None:
-    """Atomic: a reader never sees half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
+    """Atomic: a reader never sees half a file, a failed write leaves none (faults.write_atomically)."""
+    text = json.dumps(obj, indent=1)
+    write_atomically(path, lambda tmp: tmp.write_text(text))
 
 
 class JsonlReporter:
