@@ -192,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8765, help="port of --serve on 127.0.0.1 (default 8765; 0: any free one)")
     p.set_defaults(func=cmd_dashboard)
     args = parser.parse_args(argv)
+    faults.quiet_store_logs()
     try:
         if getattr(args, "workdir", None):
             from pathlib import Path

@@ -14,7 +14,7 @@ import sys
 import threading
 
 from workbench import progress
-from workbench.faults import sentence
+from workbench.faults import quiet_store_logs, sentence
 from workbench.lease import Lease
 from workbench.stops import Stops, gcs_address, watch_gcs
 
@@ -38,6 +38,7 @@ class Driver:
         return (_not_restored, ())
 
     def __enter__(self) -> "Driver":
+        quiet_store_logs()
         self.lease.claim(self.take_over, on_lost=lambda reason: self.stops.request("lease", reason))
         self.stops.install()
         return self
@@ -80,12 +81,13 @@ class Driver:
             self._closed = True
             outcomes = self.run.outcomes.values() if self.run is not None else []
             reason = self.stops.reason or "the driver stopped before this trial finished"
+            stopped = [out for out in outcomes if out.status == "RUNNING"]
+            for out in stopped:
+                out.status, out.reason = "KILLED", reason
             try:
-                for out in outcomes:
-                    if out.status == "RUNNING":
-                        out.status, out.reason = "KILLED", reason
-                        if out.run_id:
-                            self.store.kill_trial(out.run_id, reason)
+                for out in stopped:
+                    if out.run_id:
+                        self.store.kill_trial(out.run_id, reason)
                 failed = sum(o.status != "FINISHED" for o in outcomes)
                 status = {"interrupted": "KILLED"}.get(self.stops.kind, "FAILED" if self.stops else None)
                 self.store.end_study(self.parent_id, failed, status)

@@ -6,6 +6,7 @@ driver uses ``sentence`` for the reason a study stopped.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -18,23 +19,34 @@ class WriteError(RuntimeError):
 
 def sentence(e: BaseException) -> str:
     """One line saying what went wrong: the OS's words and the file, or the database's."""
-    orig = getattr(e, "orig", None)  # SQLAlchemy wraps the database's own error
-    if isinstance(orig, BaseException):
-        return sentence(orig)
+    chain = [e]
+    while chain[-1].__context__ is not None and len(chain) < 8:
+        chain.append(chain[-1].__context__)
+    for c in chain:  # SQLAlchemy wraps the database's own error (MLflow wraps SQLAlchemy's)
+        if isinstance(getattr(c, "orig", None), BaseException):
+            return sentence(c.orig)
     if isinstance(e, OSError) and e.strerror:
         return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+    # MLflow's server quotes SQLAlchemy's text: "(sqlite3.OperationalError) attempt to write ..."
+    quoted = re.search(r"\((?:sqlite3|pymysql|psycopg2?|MySQLdb)\.\w+\) ([^\n\[]+)", str(e))
+    if quoted:
+        return quoted.group(1).strip()
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    text = lines[0] if lines else type(e).__name__
-    # MLflow quotes SQLAlchemy's text: the database's message sits between its first parentheses.
-    if text.startswith("(") and ")" in text and "Error" in text.split(")")[0]:
-        text = text.split(")", 1)[1].strip()
-    return text[:300]
+    return (lines[0] if lines else type(e).__name__)[:300]
 
 
 def is_environment(e: BaseException) -> bool:
     """An error of the machine or the store rather than of the workbench's code."""
     module = type(e).__module__ or ""
     return isinstance(e, (OSError, WriteError)) or module.split(".")[0] in ("mlflow", "sqlalchemy", "sqlite3")
+
+
+def quiet_store_logs() -> None:
+    """MLflow logs every failed database write with its traceback before raising it; the
+    workbench reports the raised error in a sentence."""
+    import logging
+
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 def _probe(folder: Path) -> bool:
@@ -79,8 +91,18 @@ def write_atomically(path: Path, write) -> None:
         write(tmp)
         os.replace(tmp, path)
     except (OSError, RuntimeError) as e:
+        # torch.save reports a failed write as a RuntimeError ("unexpected pos", "iostream error").
         tmp.unlink(missing_ok=True)
-        if isinstance(e, RuntimeError) and "write" not in str(e).lower():
-            raise
-        what = e.strerror if isinstance(e, OSError) and e.strerror else sentence(e)
+        what = e.strerror if isinstance(e, OSError) and e.strerror else _disk_state(path)
         raise WriteError(f"could not write {path}: {what}; the previous version, if any, is kept") from None
+
+
+def _disk_state(path: Path) -> str:
+    """Why a write the OS gave no words for may have failed (torch.save's zip writer hides them)."""
+    try:
+        free = os.statvfs(path.parent)
+        if free.f_bavail * free.f_frsize < 64 << 20:
+            return "the disk is full"
+    except OSError:
+        pass
+    return "the write failed (disk full, a file size limit, or the folder is not writable)"
