@@ -11,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+from components.registry import plugins_used
 from workbench.spikes import KEYS as SPIKE_KEYS
 
 # MLflow is imported where the store is used, not with this module: a trial's process imports it
@@ -181,6 +182,9 @@ class Store:
                 "study": study, "variant": trial.variant, "seed": str(trial.seed), "spec_hash": trial.spec_hash,
                 "code_version": code_version, "aliases": json.dumps(list(trial.aliases)),
                 "search_point": trial.point_label}
+        used = plugins_used(trial.spec.model.components())
+        if used:  # the plug-in distributions (name, version) whose kinds the trial's model uses
+            tags["plugins"] = json.dumps(used, sort_keys=True)
         run_id = self.client.create_run(self.experiment_id, tags=tags).info.run_id
         params = [Param(k[:250], v[:6000]) for k, v in flatten(trial.spec.model_dump(mode="json")).items()]
         for i in range(0, len(params), 100):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from components.registry import plugins_used
 from workbench.data import load_data
 from workbench.execution import Execution
 from workbench.faults import write_atomically
@@ -157,7 +158,7 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
         context=data.context,
         spec=trial.model_dump(mode="json"),
         spec_hash=trial.spec_hash(),
-        versions=versions(),
+        versions={**versions(), "plugins": plugins_used(trial.model.components())},
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
     )
     write_json(out_dir / "result.json", result)
