@@ -3,11 +3,14 @@ reported once each and left out, every other command and kind keeps working, and
 the distribution and version of the plug-ins it uses."""
 import json
 import os
+import re
+import subprocess
+import sys
 import textwrap
 
 from tests.dashboards.test_site import plugin_path
 from tests.workbench.drivers import runs
-from tests.workbench.test_run import MINI_BASE, wb, write_study
+from tests.workbench.test_run import MINI_BASE, ROOT, wb, write_study
 
 
 def install(folder, dist: str, module: str, source: str, entry: str) -> None:
@@ -65,3 +68,26 @@ def test_a_trial_records_the_plugins_it_uses(tmp_path):
     assert "plugins" not in tags["FoX (Pro)"]  # built-in kinds only
     result = json.loads(next((tmp_path / "w" / "trials").glob(f"{tags['L2 QK-norm']['spec_hash']}/result.json")).read_text())
     assert result["versions"]["plugins"] == {"wb-l2norm": {"version": "0.1", "kinds": ["qk_norm=l2norm"]}}
+
+
+def test_the_readmes_minimal_plugin_package_works(tmp_path):
+    """The README's two files, installed as pip would: the kind trains in a model."""
+    readme = (ROOT / "README.md").read_text()
+    module = re.search(r"```python\n# my_l2norm.py\n(.*?)```", readme, re.S).group(1)
+    toml = re.search(r"```toml\n# pyproject.toml\n(.*?)```", readme, re.S).group(1)
+    entry = re.search(r'\[project.entry-points."workbench.components"\]\n(\w+) = "([\w.:]+)"', toml)
+    name = re.search(r'name = "([\w-]+)"', toml).group(1)
+    install(tmp_path, name, "my_l2norm", module, f"{entry.group(1)} = {entry.group(2)}")
+    code = textwrap.dedent("""
+        import torch
+        from workbench.model import build_model
+        from workbench.specs import ModelSpec
+        spec = ModelSpec(vocab_size=16, d_model=16, n_layers=1, n_heads=2, attention={"qk_norm": {"kind": "l2norm", "init_scale": 4}})
+        loss = build_model(spec)(torch.zeros(1, 8, dtype=torch.long), torch.ones(1, 8, dtype=torch.long))
+        loss.backward()
+        print(float(loss) > 0, spec.attention.qk_norm.init_scale)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["True", "4.0"], proc.stderr[-3000:]
+    assert "warning" not in proc.stderr
