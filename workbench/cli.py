@@ -203,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside a study's run (which handles its own, workbench.stops)
+        print("\ninterrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `wb ... | head`: the reader has all it wanted
         import os
 

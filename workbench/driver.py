@@ -25,9 +25,9 @@ class Driver:
     def __init__(self, store, parent_id: str, study: str, take_over: bool = False, report=None):
         self.store, self.parent_id, self.study = store, parent_id, study
         self.stops = Stops()
-        self.lease = Lease(store.client, parent_id, study)
+        self.lock = threading.RLock()  # one writer at a time: Tune's callbacks, the heartbeat, the watchers
+        self.lease = Lease(store.client, parent_id, study, self.lock)
         self.take_over, self.report = take_over, report
-        self.lock = threading.RLock()  # one writer at a time: Tune's callbacks, the watchers
         self.run = None  # the StudyRun, once its outcomes exist
         self._watch = None
         self._closed = False

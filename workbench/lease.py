@@ -57,8 +57,11 @@ def describe(lease: dict, now: float | None = None) -> str:
 
 
 class Lease:
-    def __init__(self, client, run_id: str, study: str):
+    def __init__(self, client, run_id: str, study: str, lock=None):
+        """``lock``: held around each heartbeat, shared with the process's other writers of the
+        store (two writers of one SQLite file at once may meet 'database is locked')."""
         self.client, self.run_id, self.study = client, run_id, study
+        self.lock = lock or threading.RLock()
         self.token = uuid.uuid4().hex
         self.host, self.pid = socket.gethostname(), os.getpid()
         self._stop = threading.Event()
@@ -97,6 +100,8 @@ class Lease:
 
     def _beat(self, on_lost) -> None:
         while not self._stop.wait(HEARTBEAT_S):
+            if not self.lock.acquire(timeout=1):  # a long write under way: the next beat
+                continue
             try:
                 now = read(self.client, self.run_id)
                 if now is not None and now["token"] != self.token:
@@ -107,12 +112,14 @@ class Lease:
                 self._write()
             except Exception:  # a store that does not answer this once; the next beat tries again
                 continue
+            finally:
+                self.lock.release()
 
     def release(self) -> None:
         """Give the study up (at the end, after a failure or an interruption); idempotent."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=3)
             self._thread = None
         if self.lost:
             return
