@@ -57,6 +57,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     trial = validate(TrialSpec, read_yaml(args.trial), args.trial)
     out = Path(args.out)
+    faults.check_folder(out, "--out", write=True)
     if not args.resume and (out / "checkpoint.pt").exists():
         (out / "checkpoint.pt").unlink()
     print(f"trial {trial.spec_hash()}  ->  {out}", file=sys.stderr)

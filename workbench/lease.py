@@ -1,7 +1,7 @@
 """One driver per study: a lease kept as a tag on the study's parent run in the tracking store.
 
-The tag ``wb_lease`` holds JSON ``{host, pid, token, heartbeat}`` (heartbeat: seconds since the
-epoch). Every driver that writes a study's trials sees it, whether the store is the workdir's SQLite
+The tag ``wb_lease`` holds JSON ``{host, pid, space, token, heartbeat}`` (heartbeat: seconds
+since the epoch; space: where the pid is meaningful, ``process_space``). Every driver that writes a study's trials sees it, whether the store is the workdir's SQLite
 file or an MLflow server shared by several machines. A driver claims the lease by writing its own
 token, waiting ``SETTLE_S`` and reading it back: of two drivers that claim at once, the one whose
 write came last keeps it and the other withdraws. The holder rewrites the heartbeat every
@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 import uuid
+from pathlib import Path
 
 from workbench.errors import SpecError
 
@@ -39,6 +40,16 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def process_space() -> str:
+    """Where a pid means one process: this kernel's boot and this pid namespace (two containers
+    of one host may share a host name, never both of these)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}:{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return ""
 
 
 def read(client, run_id: str) -> dict | None:
@@ -63,21 +74,22 @@ class Lease:
         self.client, self.run_id, self.study = client, run_id, study
         self.lock = lock or threading.RLock()
         self.token = uuid.uuid4().hex
-        self.host, self.pid = socket.gethostname(), os.getpid()
+        self.host, self.pid, self.space = socket.gethostname(), os.getpid(), process_space()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.lost = False
 
     def _write(self) -> None:
         self.client.set_tag(self.run_id, TAG, json.dumps(
-            {"host": self.host, "pid": self.pid, "token": self.token, "heartbeat": time.time()}))
+            {"host": self.host, "pid": self.pid, "space": self.space, "token": self.token, "heartbeat": time.time()}))
 
     def claim(self, take_over: bool = False, on_lost=None) -> "Lease":
         """Hold the study, or raise LeaseHeld naming the driver that does."""
         held = read(self.client, self.run_id)
         if held is not None:
             age = time.time() - float(held.get("heartbeat", 0))
-            gone = held.get("host") == self.host and not _alive(int(held.get("pid", 0)))
+            here = held.get("host") == self.host and self.space and held.get("space") == self.space
+            gone = here and not _alive(int(held.get("pid", 0)))
             if not gone and age < STALE_S:
                 raise LeaseHeld(f"study {self.study!r} is being run by another driver: {describe(held)}; "
                                 f"wait for it to end, or stop it; once its heartbeat is {STALE_S:.0f} s old, "

@@ -73,8 +73,8 @@ def test_of_two_drivers_claiming_at_once_exactly_one_holds_the_study(parent):
     assert lease.read(store.client, run_id) is None
 
 
-def _held_by(store, run_id, host: str, pid: int, age_s: float) -> None:
-    store.client.set_tag(run_id, TAG, json.dumps({"host": host, "pid": pid, "token": "theirs",
+def _held_by(store, run_id, host: str, pid: int, age_s: float, space: str = "") -> None:
+    store.client.set_tag(run_id, TAG, json.dumps({"host": host, "pid": pid, "space": space, "token": "theirs",
                                                   "heartbeat": time.time() - age_s}))
 
 
@@ -95,7 +95,11 @@ def test_a_fresh_lease_is_refused_even_with_take_over_and_a_stale_one_is_taken_o
 def test_a_lease_of_a_dead_process_on_this_machine_is_taken_without_asking(parent):
     store, run_id = parent
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    _held_by(store, run_id, socket.gethostname(), int(gone.stdout), age_s=1)
+    # Another container of the same name (another pid namespace): its pid means nothing here.
+    _held_by(store, run_id, socket.gethostname(), int(gone.stdout), age_s=1, space="other-boot:1")
+    with pytest.raises(LeaseHeld, match="being run by another driver"):
+        Lease(store.client, run_id, "leased").claim()
+    _held_by(store, run_id, socket.gethostname(), int(gone.stdout), age_s=1, space=lease.process_space())
     Lease(store.client, run_id, "leased").claim().release()
 
 
