@@ -327,7 +327,7 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
         _say(f"study {study.name!r}: {len(trials)} trials, {len(trials)} already done, 0 to run")
         return StudyRun(trials, done, {})
     # The lease before anything is written: a second driver leaves the first one's trials alone.
-    with Driver(store, store.study_parent(study.name, study.description), study.name, take_over, report) as driver:
+    with Driver(store, store.parent_run(study.name, study.description), study.name, take_over, report) as driver:
         if rerun_selectors:
             hashes = rerun.select(trials, store.trial_runs(study.name), rerun_selectors)
             deleted = rerun.forget(store, study.name, workdir, hashes)

@@ -139,14 +139,14 @@ class Store:
     def study_run(self, study: str, description: str, code_version: str, base_variant: str | None = None) -> str:
         """The study's parent run, reused across resumed invocations; ``base_variant`` (the row
         deltas are taken against) is kept as a tag for readers without the study file."""
-        run_id = self.study_parent(study, description)
+        run_id = self.parent_run(study, description)
         self.client.update_run(run_id, status="RUNNING")
         self.client.set_tag(run_id, "code_version", code_version)
         if base_variant:
             self.client.set_tag(run_id, "base_variant", base_variant)
         return run_id
 
-    def study_parent(self, study: str, description: str = "") -> str:
+    def parent_run(self, study: str, description: str = "") -> str:
         """The study's parent run, created where there is none. Two drivers that create one at the
         same moment both settle on the older (then the lower id), and the other is deleted."""
         found = self._search(f"tags.{KIND} = 'study' and tags.study = {quote(study)}")

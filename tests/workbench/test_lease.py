@@ -49,7 +49,7 @@ def tracking_uri(request, tmp_path_factory):
 def parent(tracking_uri, tmp_path):
     """(store, parent run id) of a study of its own."""
     store = Store(tracking_uri, tmp_path.name, tmp_path / "mlartifacts")
-    return store, store.study_parent("leased")
+    return store, store.parent_run("leased")
 
 
 def test_of_two_drivers_claiming_at_once_exactly_one_holds_the_study(parent):
