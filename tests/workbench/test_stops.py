@@ -12,7 +12,7 @@ from tests.workbench.drivers import Background, checkpoints, runs
 from tests.workbench.test_run import MINI_BASE, free_port, start_ray_head, stop_ray_head, wb, write_study
 
 # Long enough to be stopped mid-way on a busy 2-core machine, checkpointed early.
-LONG_TRAIN = {**MINI_BASE["train"], "tokens": 163840, "checkpoint_every_tokens": 4096, "eval_every_tokens": 32768}
+LONG_TRAIN = {**MINI_BASE["train"], "tokens": 81920, "checkpoint_every_tokens": 4096, "eval_every_tokens": 16384}
 ONE_CHANGE = [{"name": "lr 3e-3", "set": {"train.lr": 0.003}}]
 
 
