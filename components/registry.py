@@ -8,6 +8,7 @@ messages take their list of allowed kinds from here.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Literal
@@ -54,6 +55,7 @@ class UnknownKind(ValueError):
 
 _REGISTRY: dict[str, dict[str, type[ComponentSpec]]] = {slot: {} for slot in SLOTS}
 _entry_points_loaded = False
+_ORIGIN: dict[tuple[str, str], tuple[str, str]] = {}  # (slot, kind) -> (distribution, version) of a plug-in
 
 
 def register(cls: type[ComponentSpec]) -> type[ComponentSpec]:
@@ -66,21 +68,56 @@ def register(cls: type[ComponentSpec]) -> type[ComponentSpec]:
         raise ValueError(f"{cls.__name__} needs a string default for its 'kind' field")
     existing = _REGISTRY[slot].get(kind)
     if existing is not None and existing is not cls:
-        raise ValueError(f"kind {kind!r} of slot {slot!r} is already registered by {existing.__name__}")
+        owner = _ORIGIN.get((slot, kind))
+        by = f"plug-in {owner[0]}" if owner else "the workbench (built in)"
+        raise ValueError(f"{cls.__module__}.{cls.__name__} registers kind {kind!r} of slot {slot!r}, "
+                         f"which {by} already registers ({existing.__name__})")
     _REGISTRY[slot][kind] = cls
     return cls
 
 
 def load_entry_points() -> None:
-    """Import the third-party components advertised under the entry-point group (once)."""
+    """Import the third-party components advertised under the entry-point group (once). A plug-in
+    that fails to import or to register (a kind that clashes with one already there) is left
+    out with one warning naming its distribution and entry point; every other kind still works."""
     global _entry_points_loaded
     if _entry_points_loaded:
         return
     _entry_points_loaded = True
+    import components  # noqa: F401  (the built-in kinds first: a plug-in cannot take their names)
+
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        obj = ep.load()
-        if isinstance(obj, type) and issubclass(obj, ComponentSpec):
-            register(obj)
+        dist = (ep.dist.name, ep.dist.version) if ep.dist is not None else ("an unknown distribution", "")
+        before = {slot: dict(kinds) for slot, kinds in _REGISTRY.items()}
+        try:
+            obj = ep.load()
+            if isinstance(obj, type) and issubclass(obj, ComponentSpec):
+                register(obj)
+        except Exception as e:  # a broken plug-in must not take the built-in kinds down with it
+            sys.stderr.write(f"warning: plug-in {dist[0]} {dist[1]} (entry point {ep.name} = {ep.value} in "
+                             f"{ENTRY_POINT_GROUP}) is not loaded: {type(e).__name__}: {e}\n")
+        for slot, kinds_now in _REGISTRY.items():  # what this plug-in added, by whichever way
+            for kind, cls in kinds_now.items():
+                if before[slot].get(kind) is not cls:
+                    _ORIGIN[(slot, kind)] = dist
+
+
+def plugin_of(slot: str, kind: str) -> tuple[str, str] | None:
+    """(distribution, version) of the plug-in that registered ``kind`` in ``slot``; None for a built-in."""
+    load_entry_points()
+    return _ORIGIN.get((slot, kind))
+
+
+def plugins_used(components) -> dict[str, dict]:
+    """``{distribution: {"version": ..., "kinds": ["slot=kind", ...]}}`` of the plug-ins whose
+    kinds fill ``components`` (ComponentSpec instances); built-in kinds are left out."""
+    out: dict[str, dict] = {}
+    for spec in components:
+        origin = plugin_of(spec.slot, spec.kind)
+        if origin is not None:
+            entry = out.setdefault(origin[0], {"version": origin[1], "kinds": []})
+            entry["kinds"].append(f"{spec.slot}={spec.kind}")
+    return out
 
 
 def kinds(slot: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench import cli_reports
+from workbench import cli_reports, faults
 from workbench.errors import SpecError
 
 
@@ -57,6 +57,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     trial = validate(TrialSpec, read_yaml(args.trial), args.trial)
     out = Path(args.out)
+    faults.check_folder(out, "--out", write=True)
     if not args.resume and (out / "checkpoint.pt").exists():
         (out / "checkpoint.pt").unlink()
     print(f"trial {trial.spec_hash()}  ->  {out}", file=sys.stderr)
@@ -85,8 +86,7 @@ def _load_study(path: str):
 def cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from workbench.info import param_counts
-    from workbench.runner import plan, run_study
+    from workbench.runner import run_study
 
     study = _load_study(args.study)
     workdir = Path(args.workdir)
@@ -94,22 +94,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         return cli_reports.dry_run(study, workdir, args)
     from workbench.telemetry import Telemetry
 
+    from workbench.summary import report
+
+    faults.check_store(workdir)
+    command = f"wb run {args.study} --workdir {args.workdir}"
     run = run_study(study, workdir, ray_address=args.ray_address, tracking_uri=args.tracking_uri,
                     max_concurrent=args.max_concurrent, telemetry=Telemetry(period_s=args.gpu_sample_seconds),
-                    progress_seconds=args.progress_seconds)
-    ran = list(run.outcomes.values())
-    before = sum(t.spec_hash in run.done for t in run.trials if not t.optuna_samples)
-    print(f"\nstudy {study.name!r}: {len(run.trials)} trials or searches; {before} trials were already done; "
-          f"{sum(o.status == 'FINISHED' for o in ran)} finished now; {sum(o.status != 'FINISHED' for o in ran)} failed")
-    for o in ran:
-        detail = f"val_ppl {o.val_ppl:.3f}" if o.val_ppl else o.reason.strip().splitlines()[-1][:200] if o.reason else ""
-        point = f" [{o.trial.point_label}]" if o.trial.search_point else ""
-        print(f"  {o.status:<9} {o.trial.variant}{point} / seed {o.trial.seed}  {detail}")
-    failures = [o for o in ran if o.status != "FINISHED"]
-    if failures:
-        print(f"{len(failures)} trial(s) failed: " + "; ".join(f"{o.trial.variant} / seed {o.trial.seed}" for o in failures))
+                    progress_seconds=args.progress_seconds, take_over=args.take_over, rerun_selectors=args.rerun,
+                    report=lambda r: report(study, r, command))
+    code = report(study, run, command)
     print(f"results: wb results {args.study} --workdir {args.workdir}")
-    return 1 if failures else 0
+    return code
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
@@ -122,6 +117,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     if args.tracking_uri is None and not (workdir / "mlflow.db").exists():
         raise SpecError(f"--workdir {workdir}: no tracking store here (mlflow.db); run a study first")
     out = Path(args.out) if args.out else workdir / "dashboard"
+    faults.check_folder(out, "--out" if args.out else "the dashboard folder", write=True)
     try:
         pages = build_site(args.tracking_uri or local_tracking_uri(workdir), out, workdir / "mlartifacts", args.study)
     except ValueError as e:
@@ -132,7 +128,11 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         import http.server
 
         handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), handler)
+        try:
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), handler)
+        except OSError as e:
+            raise SpecError(f"--port {args.port}: cannot serve on 127.0.0.1:{args.port} ({e.strerror}); "
+                            "pass another --port, or --port 0 for any free one") from None
         print(f"serving on http://127.0.0.1:{server.server_address[1]}/  (Ctrl-C stops)", flush=True)
         try:
             server.serve_forever()
@@ -173,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--metric", default="val_ppl", help="the metric --effect is stated in (default val_ppl)")
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start Ray locally)")
     p.add_argument("--max-concurrent", type=int, help="at most this many trials at once")
+    p.add_argument("--take-over", action="store_true",
+                   help="take the study over from a driver whose heartbeat stopped (refused while it is fresh)")
+    p.add_argument("--rerun", action="append", metavar="SELECTOR",
+                   help="run these trials again from scratch, deleting their tracked runs and checkpoints: "
+                        "'failed', a variant name, or a spec hash or its prefix (repeatable)")
     p.add_argument("--gpu-sample-seconds", type=float, default=5.0,
                    help="sample each trial's GPU (utilisation, memory, power) this often; 0: never (default 5)")
     p.add_argument("--progress-seconds", type=float, default=10.0,
@@ -188,11 +193,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8765, help="port of --serve on 127.0.0.1 (default 8765; 0: any free one)")
     p.set_defaults(func=cmd_dashboard)
     args = parser.parse_args(argv)
+    faults.quiet_store_logs()
     try:
+        if getattr(args, "workdir", None):
+            from pathlib import Path
+
+            writes = args.command == "run" and not args.dry_run
+            faults.check_folder(Path(args.workdir), "--workdir", write=writes)
         return args.func(args)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside a study's run (which handles its own, workbench.stops)
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `wb ... | head`: the reader has all it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except Exception as e:
+        if not faults.is_environment(e):
+            raise
+        print(f"error: {faults.sentence(e) if not isinstance(e, faults.WriteError) else e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

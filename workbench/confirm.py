@@ -86,7 +86,7 @@ def run_confirmed(study: StudySpec, workdir: Path, run_study, **kw):
     from workbench.tracking import Store, local_tracking_uri
 
     first = run_study(search_stage(study), workdir, **kw)
-    if any(o.status != "FINISHED" for o in first.outcomes.values()):
+    if getattr(first, "stopped", None) or any(o.status != "FINISHED" for o in first.outcomes.values()):
         print(f"study {study.name!r}: the confirmation waits for every search trial to finish; run the study again", flush=True)
         return first
     store = Store(kw.get("tracking_uri") or local_tracking_uri(workdir.resolve()), study.experiment, workdir.resolve() / "mlartifacts")
@@ -99,6 +99,7 @@ def run_confirmed(study: StudySpec, workdir: Path, run_study, **kw):
     store.describe_study(store.study_parent(study.name), choice_tags(study, choices))
     for c in choices.values():
         print(f"confirm  {c.variant}: {c.label}  ({study.search.confirm.metric} {c.mean:.4f} over {c.n_seeds} seed(s))", flush=True)
+    kw["rerun_selectors"] = None  # a rerun redoes search trials; the confirmation follows from them
     second = run_study(study.model_copy(update={"search": None}), workdir, trials=confirmation_trials(study, choices), **kw)
     return replace(second, trials=first.trials + second.trials, done={**first.done, **second.done},
                    outcomes={**first.outcomes, **second.outcomes})

@@ -15,8 +15,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench import progress
+from workbench import progress, rerun
+from workbench.driver import Driver
 from workbench.errors import SpecError
+from workbench.faults import sentence
 from workbench.study import StudySpec, Trial, base_variant, design_tags, expand
 from workbench.tracking import Store, create_local_store, local_tracking_uri, open_store
 
@@ -30,6 +32,8 @@ os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
 # Between validations a trial reports its progress (tokens, training loss; no val_loss): the
 # scheduler (ASHA) and the searcher skip such results, Tune's strict check would reject them.
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+# The driver's own handler stops a study on Ctrl-C (workbench.stops): runs KILLED, exit 130.
+os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 
 
 class TuneReporter:
@@ -62,6 +66,11 @@ class TuneReporter:
         elif self.every_s > 0 and time.time() - self.sent >= self.every_s:
             tune.report({"tokens": tokens, "train_loss": metrics.get("train_loss"), "wb_progress": True,
                          "wb_steps": self.take(), "wb_system": self.take_system()})
+
+    def on_resume(self, history: list[dict]) -> None:
+        """A trial resumed from its checkpoint sends the steps before it again, with its next
+        report: its new tracked run holds the whole series an uninterrupted run logs."""
+        self.steps = [dict(h) for h in history] + self.steps
 
     def take(self) -> list[dict]:
         steps, self.steps, self.sent = self.steps, [], time.time()
@@ -149,13 +158,27 @@ class Outcome:
     seconds: float = 0.0
     started: float = field(default_factory=time.time)
     last: dict = field(default_factory=dict)  # the latest intermediate result, for an early stop
+    run_id: str = ""  # its tracked run, once started
 
 
 def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outcomes: dict[str, Outcome], resolve,
-                       finished: set[str]):
+                       finished: set[str], driver: Driver):
     """``resolve(tune trial config) -> Trial`` names the trial a Tune trial runs; a spec hash in
-    ``finished`` (an adaptive search drawing a point again) is not tracked a second time."""
+    ``finished`` (an adaptive search drawing a point again) is not tracked a second time. Writes
+    hold ``driver.lock``; a write that fails stops the study (``driver.stops``) with its reason."""
     from ray import tune
+
+    def guarded(method):
+        def call(self, *args, **kw):
+            if driver.stops.kind in ("store", "lease", "ray"):
+                return None  # the store is not ours to write any more, or not writable
+            try:
+                with driver.lock:
+                    return method(self, *args, **kw)
+            except Exception as e:
+                driver.stops.request("store", f"the tracking store could not be written: {sentence(e)}")
+                _say(f"error: {driver.stops.reason}; stopping the study")
+        return call
 
     class TrackingCallback(tune.Callback):
         """Driver side: the only writer of the tracking store."""
@@ -176,7 +199,7 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             self.keys[trial.trial_id] = ours.spec_hash
             out = outcomes.setdefault(ours.spec_hash, Outcome(ours))
             out.status, out.started = "RUNNING", time.time()
-            self.runs[trial.trial_id] = store.start_trial(parent_id, study, out.trial, code)
+            self.runs[trial.trial_id] = out.run_id = store.start_trial(parent_id, study, out.trial, code)
             _say(f"start    {trial_label(out.trial)}  [{out.trial.spec_hash}]")
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
@@ -209,6 +232,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             if trial.trial_id not in self.keys:
                 return
             out = self._outcome(trial)
+            if out.status == "RUNNING" and driver.stops:  # stopped with the study: closed by the driver
+                return
             if out.status == "RUNNING":  # stopped by the scheduler (ASHA) before its last report
                 store.finish_trial(self.runs[trial.trial_id], {"val_loss": out.last.get("val_loss"), "tokens": out.last.get("tokens")},
                                    stopped_early=True)
@@ -218,6 +243,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             if trial.trial_id not in self.keys:
                 return
             out = self._outcome(trial)
+            if out.status == "RUNNING" and driver.stops:  # killed by the Ctrl-C the driver got too
+                return
             if out.status == "RUNNING":
                 reason = _error_text(trial)
                 store.fail_trial(self.runs[trial.trial_id], reason)
@@ -232,6 +259,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             progress.VIEW.done(next((k for k, v in self.keys.items() if v == out.trial.spec_hash), ""))
             _say(f"{status.lower():<9}{trial_label(out.trial)}  {detail}  ({out.seconds:.0f} s)  [{done}/{len(outcomes)}]")
 
+    for name in ("on_trial_start", "on_trial_result", "on_trial_complete", "on_trial_error"):
+        setattr(TrackingCallback, name, guarded(getattr(TrackingCallback, name)))
     return TrackingCallback()
 
 
@@ -273,6 +302,8 @@ class StudyRun:
     trials: list[Trial]
     done: dict[str, str]
     outcomes: dict[str, Outcome]
+    stopped: str | None = None  # why it stopped before its end (Stops.kind), and in words
+    reason: str = ""
 
 
 def plan(study: StudySpec, workdir: Path, tracking_uri: str | None) -> tuple[list[Trial], dict[str, str]]:
@@ -284,17 +315,23 @@ def plan(study: StudySpec, workdir: Path, tracking_uri: str | None) -> tuple[lis
 
 def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None, tracking_uri: str | None = None,
               max_concurrent: int | None = None, telemetry=None, progress_seconds: float | None = None,
-              trials: list[Trial] | None = None) -> StudyRun:
+              trials: list[Trial] | None = None, take_over: bool = False, rerun_selectors: list[str] | None = None,
+              report=None) -> StudyRun:
     """Run the study's trials that are not done. ``telemetry`` (a workbench.telemetry.Telemetry,
     default NVML every 5 s on CUDA) is how each trial samples its GPU; ``progress_seconds``
     (default workbench.progress.REPORT_EVERY_S, 0: only at validations) how often a running trial
-    reports its tokens and loss between validations. ``trials``: these instead of the study's
-    own (a tune-then-confirm study's confirmation stage, workbench/confirm.py)."""
+    reports its tokens and loss between validations. One driver at a time runs a study (its lease,
+    workbench.lease; ``take_over`` takes a stale one); ``rerun_selectors`` (workbench.rerun) names
+    trials to run again from scratch. ``report(StudyRun) -> exit code`` is what prints the summary,
+    called by the driver itself where Ray is lost under the study (workbench.driver). ``trials``:
+    these instead of the study's own (a tune-then-confirm study's confirmation stage,
+    workbench/confirm.py)."""
     if trials is None and study.search is not None and study.search.confirm is not None:
         from workbench.confirm import run_confirmed
 
         return run_confirmed(study, workdir, run_study, ray_address=ray_address, tracking_uri=tracking_uri,
-                             max_concurrent=max_concurrent, telemetry=telemetry, progress_seconds=progress_seconds)
+                             max_concurrent=max_concurrent, telemetry=telemetry, progress_seconds=progress_seconds,
+                             take_over=take_over, rerun_selectors=rerun_selectors, report=report)
     if ray_address is not None and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").exists():
         # `ray start` turns token authentication on and keeps the token in ~/.ray/auth_token; a
         # driver sends it only with RAY_AUTH_MODE=token (Ray 2.60), read when ray is first imported.
@@ -314,41 +351,62 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     store = Store(tracking_uri or local_tracking_uri(workdir), study.experiment, workdir / "mlartifacts")
     code = code_version()
     done = store.finished_trials(study.name)
-    todo = [t for t in trials if t.spec_hash not in done and not (t.optuna_samples and _optuna_done(store, study, t) >= t.optuna_samples)]
-    _say(f"study {study.name!r}: {len(trials)} trials, {len(trials) - len(todo)} already done, {len(todo)} to run")
-    outcomes = {t.spec_hash: Outcome(t) for t in todo if not t.optuna_samples}
-    if not todo:
-        return StudyRun(trials, done, outcomes)
-    reaped = store.reap_stale(study.name)
-    if reaped:
-        _say(f"{reaped} trial run(s) left RUNNING by an earlier driver marked KILLED; they run again")
-    parent_id = store.study_run(study.name, study.description, code, base_variant(study.design))
-    store.describe_study(parent_id, design_tags(study))
-    if not ray.is_initialized():
-        # address="local": always a Ray of our own. With no address, ray.init joins the cluster the
-        # last `ray start` on this machine recorded (/tmp/ray/ray_current_cluster) or RAY_ADDRESS,
-        # and a stale record of a cluster long gone makes it wait on a GCS that never answers.
-        ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
-    callback = _tracking_callback(store, parent_id, study.name, code, outcomes, _resolver(todo), set(done))
-    plain = [t for t in todo if not t.optuna_samples]
-    if study.search is not None and study.search.asha is not None:
-        # ASHA compares the trials of one Tuner: one Tuner per variant keeps a weak variant's
-        # search from being cut against a strong variant's.
-        groups = [[t for t in plain if t.variant == v] for v in dict.fromkeys(t.variant for t in plain)]
-    else:
-        groups = [plain] if plain else []
-    for group in groups:
-        _fit(study, group, workdir, callback, max_concurrent, telemetry, progress_seconds)
-    for template in (t for t in todo if t.optuna_samples):
-        _fit_optuna(study, template, store, workdir, callback, max_concurrent, telemetry, progress_seconds)
-    failed = sum(o.status != "FINISHED" for o in outcomes.values())
-    store.end_study(parent_id, failed)
-    return StudyRun(trials, done, outcomes)
+    todo = _todo(store, study, trials, done)
+    if not todo and not rerun_selectors:
+        _say(f"study {study.name!r}: {len(trials)} trials, {len(trials)} already done, 0 to run")
+        return StudyRun(trials, done, {})
+    # The lease before anything is written: a second driver leaves the first one's trials alone.
+    with Driver(store, store.parent_run(study.name, study.description), study.name, take_over, report) as driver:
+        if rerun_selectors:
+            hashes = rerun.select(trials, store.trial_runs(study.name), rerun_selectors)
+            deleted = rerun.forget(store, study.name, workdir, hashes)
+            _say(f"rerun: {len(hashes)} trial(s) start afresh ({deleted} tracked run(s) and their checkpoints deleted)")
+            done = store.finished_trials(study.name)
+            todo = _todo(store, study, trials, done)
+        _say(f"study {study.name!r}: {len(trials)} trials, {len(trials) - len(todo)} already done, {len(todo)} to run")
+        outcomes = {t.spec_hash: Outcome(t) for t in todo if not t.optuna_samples}
+        driver.run = run = StudyRun(trials, done, outcomes)
+        if not todo:
+            return run
+        reaped = store.reap_stale(study.name)
+        if reaped:
+            _say(f"{reaped} trial run(s) left RUNNING by an earlier driver marked KILLED; they run again")
+        parent_id = store.study_run(study.name, study.description, code, base_variant(study.design))
+        store.describe_study(parent_id, design_tags(study))
+        if not ray.is_initialized():
+            # address="local": always a Ray of our own. With no address, ray.init joins the cluster the
+            # last `ray start` on this machine recorded (/tmp/ray/ray_current_cluster) or RAY_ADDRESS,
+            # and a stale record of a cluster long gone makes it wait on a GCS that never answers.
+            ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
+        driver.watch_ray()
+        callback = _tracking_callback(store, parent_id, study.name, code, outcomes, _resolver(todo), set(done), driver)
+        plain = [t for t in todo if not t.optuna_samples]
+        if study.search is not None and study.search.asha is not None:
+            # ASHA compares the trials of one Tuner: one Tuner per variant keeps a weak variant's
+            # search from being cut against a strong variant's.
+            groups = [[t for t in plain if t.variant == v] for v in dict.fromkeys(t.variant for t in plain)]
+        else:
+            groups = [plain] if plain else []
+        stopper = driver.stops.stopper()
+        for group in groups:
+            if not driver.stops:
+                _fit(study, group, workdir, callback, max_concurrent, telemetry, progress_seconds, stopper)
+        for template in (t for t in todo if t.optuna_samples):
+            if not driver.stops:
+                _fit_optuna(study, template, store, workdir, callback, max_concurrent, telemetry, progress_seconds,
+                            stopper)
+        driver.close()
+        run.stopped, run.reason = driver.stops.kind, driver.stops.reason
+        return run
 
+
+def _todo(store: Store, study: StudySpec, trials: list[Trial], done: dict[str, str]) -> list[Trial]:
+    return [t for t in trials if t.spec_hash not in done
+            and not (t.optuna_samples and _optuna_done(store, study, t) >= t.optuna_samples)]
 
 
 def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_concurrent: int | None, telemetry=None,
-         progress_s: float | None = None) -> None:
+         progress_s: float | None = None, stopper=None) -> None:
     from ray import tune
 
     configs = [{"key": t.spec_hash, "spec": t.spec.model_dump_json(), "dir": str(workdir / "trials" / t.spec_hash),
@@ -363,7 +421,7 @@ def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_con
             trial_name_creator=lambda tr: tr.config["t"]["key"],
             trial_dirname_creator=lambda tr: tr.config["t"]["key"],
         ),
-        run_config=_run_config(study, workdir, callback),
+        run_config=_run_config(study, workdir, callback, stopper),
     )
     tuner.fit()
 
@@ -384,7 +442,7 @@ def _optuna_done(store: Store, study: StudySpec, template: Trial) -> int:
 
 
 def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, callback, max_concurrent,
-                telemetry=None, progress_s: float | None = None) -> None:
+                telemetry=None, progress_s: float | None = None, stopper=None) -> None:
     """An Optuna search for one (variant, seed), warm-started with the draws already finished."""
     from ray import tune
     from ray.tune.search.optuna import OptunaSearch
@@ -410,7 +468,7 @@ def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, 
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
                                     num_samples=template.optuna_samples - len(prior),
                                     max_concurrent_trials=max_concurrent, reuse_actors=_reuse_actors(study)),
-        run_config=_run_config(study, workdir, callback),
+        run_config=_run_config(study, workdir, callback, stopper),
     )
     tuner.fit()
 
@@ -448,7 +506,7 @@ def _asha(study: StudySpec, trials: list[Trial]):
                          reduction_factor=study.search.asha.reduction_factor)
 
 
-def _run_config(study: StudySpec, workdir: Path, callback):
+def _run_config(study: StudySpec, workdir: Path, callback, stopper=None):
     """Tune's run settings, the same for every Tuner of a study."""
     from ray import tune
 
@@ -456,4 +514,4 @@ def _run_config(study: StudySpec, workdir: Path, callback):
     # holds the results, so those warnings say nothing.
     logging.getLogger("ray.tune").setLevel(logging.ERROR)
     return tune.RunConfig(name=study.name.replace("/", "_"), storage_path=str(workdir / "ray"), verbose=0,
-                          callbacks=[callback], failure_config=tune.FailureConfig(max_failures=0))
+                          callbacks=[callback], failure_config=tune.FailureConfig(max_failures=0), stop=stopper)

@@ -128,6 +128,10 @@ class ModelSpec(Spec):
     def dims(self) -> components.BlockDims:
         return components.BlockDims(self.d_model, self.n_heads)
 
+    def components(self) -> list[components.ComponentSpec]:
+        """Every slot's options: the attention slots in order, then the block's norm and MLP."""
+        return [*self.attention.slots().values(), self.norm, self.mlp]
+
 
 class CorpusData(Spec):
     """Text documents: ``builtin`` (the Python standard library's own source files, present on

@@ -11,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+from components.registry import plugins_used
 from workbench.spikes import KEYS as SPIKE_KEYS
 
 # MLflow is imported where the store is used, not with this module: a trial's process imports it
@@ -147,17 +148,26 @@ class Store:
     def study_run(self, study: str, description: str, code_version: str, base_variant: str | None = None) -> str:
         """The study's parent run, reused across resumed invocations; ``base_variant`` (the row
         deltas are taken against) is kept as a tag for readers without the study file."""
-        found = self._search(f"tags.{KIND} = 'study' and tags.study = {quote(study)}")
-        if found:
-            run_id = found[0].info.run_id
-            self.client.update_run(run_id, status="RUNNING")
-        else:
-            tags = {KIND: "study", "study": study, MLFLOW_RUN_NAME: study, "mlflow.note.content": description}
-            run_id = self.client.create_run(self.experiment_id, tags=tags).info.run_id
+        run_id = self.parent_run(study, description)
+        self.client.update_run(run_id, status="RUNNING")
         self.client.set_tag(run_id, "code_version", code_version)
         if base_variant:
             self.client.set_tag(run_id, "base_variant", base_variant)
         return run_id
+
+    def parent_run(self, study: str, description: str = "") -> str:
+        """The study's parent run, created where there is none. Two drivers that create one at the
+        same moment both settle on the older (then the lower id), and the other is deleted."""
+        found = self._search(f"tags.{KIND} = 'study' and tags.study = {quote(study)}")
+        if not found:
+            tags = {KIND: "study", "study": study, MLFLOW_RUN_NAME: study, "mlflow.note.content": description}
+            mine = self.client.create_run(self.experiment_id, tags=tags).info.run_id
+            found = self._search(f"tags.{KIND} = 'study' and tags.study = {quote(study)}")
+            oldest = min(found, key=lambda r: (r.info.start_time, r.info.run_id)).info.run_id
+            if oldest != mine:
+                self.client.delete_run(mine)
+            return oldest
+        return min(found, key=lambda r: (r.info.start_time, r.info.run_id)).info.run_id
 
     def describe_study(self, run_id: str, tags: dict[str, str]) -> None:
         """Tags of the study's parent run for readers without its file (workbench.study.design_tags:
@@ -183,6 +193,9 @@ class Store:
                 "search_point": trial.point_label, "search_values": json.dumps(dict(trial.search_point))}
         if trial.stage:
             tags["stage"] = trial.stage
+        used = plugins_used(trial.spec.model.components())
+        if used:  # the plug-in distributions (name, version) whose kinds the trial's model uses
+            tags["plugins"] = json.dumps(used, sort_keys=True)
         run_id = self.client.create_run(self.experiment_id, tags=tags).info.run_id
         params = [Param(k[:250], v[:6000]) for k, v in flatten(trial.spec.model_dump(mode="json")).items()]
         for i in range(0, len(params), 100):
@@ -222,8 +235,22 @@ class Store:
             self.client.set_tag(run_id, "traceback", traceback[-7000:])
         self.client.set_terminated(run_id, "FAILED")
 
-    def end_study(self, run_id: str, failed: int) -> None:
-        self.client.set_terminated(run_id, "FAILED" if failed else "FINISHED")
+    def kill_trial(self, run_id: str, reason: str) -> None:
+        """A trial stopped from outside (interrupted, Ray lost): KILLED, with the reason as its error."""
+        self.client.set_tag(run_id, "error", reason[:5000])
+        self.client.set_terminated(run_id, "KILLED")
+
+    def delete_trial_runs(self, study: str, spec_hashes: set[str]) -> int:
+        """Delete every tracked run of those trials (any status): the next run starts them afresh."""
+        runs = self._search(f"tags.{KIND} = 'trial' and tags.study = {quote(study)}")
+        doomed = [r for r in runs if r.data.tags.get("spec_hash") in spec_hashes]
+        for run in doomed:
+            self.client.delete_run(run.info.run_id)
+        return len(doomed)
+
+    def end_study(self, run_id: str, failed: int, status: str | None = None) -> None:
+        """FINISHED, FAILED where ``failed`` trials did not finish, or the ``status`` given (KILLED)."""
+        self.client.set_terminated(run_id, status or ("FAILED" if failed else "FINISHED"))
 
 
 def quote(text: str) -> str:

@@ -8,7 +8,6 @@ uninterrupted run's loss curve exactly on CPU.
 from __future__ import annotations
 
 import math
-import os
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import torch.nn as nn
 from workbench.data import IGNORE
 from workbench.evaluate import per_position_loss
 from workbench.execution import Execution
+from workbench.faults import write_atomically
 from workbench.specs import TrainSpec, TrialSpec
 
 # Dense bf16 matmul rate of the GPU (docs/performance.md, "MFU"), the MFU denominator.
@@ -85,17 +85,22 @@ def make_optimizer(model: nn.Module, spec: TrainSpec, device: torch.device) -> t
 
 
 def save_checkpoint(path: Path, model, opt, state: TrainState, spec_hash: str) -> None:
-    """Write to a temporary file and rename: a kill mid-write leaves the last good checkpoint."""
-    tmp = path.with_suffix(".tmp")
-    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": state.step,
-                "tokens": state.tokens, "history": state.history, "spec_hash": spec_hash}, tmp)
-    os.replace(tmp, path)
+    """Write to a temporary file and rename: a kill or a failed write (disk full) mid-way leaves
+    the last good checkpoint (workbench.faults.write_atomically)."""
+    ckpt = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": state.step,
+            "tokens": state.tokens, "history": state.history, "spec_hash": spec_hash}
+    write_atomically(path, lambda tmp: torch.save(ckpt, tmp))
 
 
-def load_checkpoint(path: Path, model, opt, spec_hash: str) -> TrainState:
+def load_checkpoint(path: Path, model, opt, spec_hash: str, total_steps: int | None = None) -> TrainState | None:
+    """The training state of ``path``, loaded into ``model`` and ``opt``; None for a checkpoint of
+    a finished training (``total_steps`` reached): that one holds the final weights, and running
+    the trial again trains it from the first step rather than only evaluating them."""
     ckpt = torch.load(path, map_location="cpu", weights_only=False)
     if ckpt["spec_hash"] != spec_hash:
         raise TrainError(f"{path} belongs to spec {ckpt['spec_hash']}, not {spec_hash}; use another --out")
+    if total_steps is not None and ckpt["step"] >= total_steps:
+        return None
     model.load_state_dict(ckpt["model"])
     opt.load_state_dict(ckpt["optimizer"])
     return TrainState(ckpt["step"], ckpt["tokens"], ckpt["history"])
@@ -116,16 +121,16 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
     device = device or resolve_device(spec)
     autocast = autocast_for(spec, device)
     opt = make_optimizer(model, spec, device)
-    state = TrainState()
-    if checkpoint is not None and checkpoint.exists():
-        state = load_checkpoint(checkpoint, model, opt, trial.spec_hash())
-        if hasattr(reporter, "on_resume"):
-            reporter.on_resume(state.history)
-    step_fn = step_callable(model, execution, device, spec.grad_accum)
-    batches = BatchQueue(data, trial.seed, spec, device)
     context = data.context
     tokens_per_step = spec.batch_size * spec.grad_accum * context
     total_steps = math.ceil(spec.tokens / tokens_per_step)
+    state = TrainState()
+    if checkpoint is not None and checkpoint.exists():
+        state = load_checkpoint(checkpoint, model, opt, trial.spec_hash(), total_steps) or TrainState()
+        if state.step and hasattr(reporter, "on_resume"):
+            reporter.on_resume(state.history)
+    step_fn = step_callable(model, execution, device, spec.grad_accum)
+    batches = BatchQueue(data, trial.seed, spec, device)
     next_eval = _next_multiple(state.tokens, spec.eval_every_tokens)
     next_ckpt = _next_multiple(state.tokens, spec.checkpoint_every_tokens)
     timed_tokens, timed_seconds = 0, 0.0

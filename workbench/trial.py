@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -12,8 +11,10 @@ from pathlib import Path
 
 import torch
 
+from components.registry import plugins_used
 from workbench.data import load_data
 from workbench.execution import Execution
+from workbench.faults import write_atomically
 from workbench.evaluate import evaluate, unigram_entropy
 from workbench.info import flops_per_token, param_counts
 from workbench.model import build_model
@@ -64,10 +65,9 @@ def versions() -> dict:
 
 
 def write_json(path: Path, obj) -> None:
-    """Atomic: a reader never sees half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
+    """Atomic: a reader never sees half a file, a failed write leaves none (faults.write_atomically)."""
+    text = json.dumps(obj, indent=1)
+    write_atomically(path, lambda tmp: tmp.write_text(text))
 
 
 class JsonlReporter:
@@ -158,7 +158,7 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
         context=data.context,
         spec=trial.model_dump(mode="json"),
         spec_hash=trial.spec_hash(),
-        versions=versions(),
+        versions={**versions(), "plugins": plugins_used(trial.model.components())},
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
     )
     write_json(out_dir / "result.json", result)

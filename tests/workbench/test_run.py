@@ -111,6 +111,25 @@ def test_adding_a_seed_runs_only_the_new_trials(tmp_path):
 
 
 def test_a_driver_killed_mid_way_resumes_with_every_trial_finished_once(tmp_path):
+    """...and a Ray cluster that was up before (another user's) is up after: the test stops only
+    what it started, by its own handle."""
+    port = free_port()
+    bystander_dir = tempfile.mkdtemp(prefix="wbray-", dir="/tmp")
+    bystander = start_ray_head(port, bystander_dir)
+    try:
+        _killed_driver_resumes(tmp_path)
+        assert bystander.poll() is None
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) == 0, "the other Ray cluster's GCS is gone"
+        status = subprocess.run([str(BIN / "ray"), "status", "--address", f"127.0.0.1:{port}"], capture_output=True,
+                                text=True, timeout=120, env={**os.environ, "RAY_AUTH_MODE": "token"})
+        assert status.returncode == 0, status.stderr[-2000:]
+    finally:
+        stop_ray_head(bystander)
+        shutil.rmtree(bystander_dir, ignore_errors=True)
+
+
+def _killed_driver_resumes(tmp_path):
     changes = [{"name": f"lr {lr}", "set": {"train.lr": lr}} for lr in (1e-3, 3e-3, 1e-2)]
     study = write_study(tmp_path, name="killed", changes=changes, seeds=(0,),
                         base={**MINI_BASE, "train": {**MINI_BASE["train"], "tokens": 60000}})
@@ -129,9 +148,8 @@ def test_a_driver_killed_mid_way_resumes_with_every_trial_finished_once(tmp_path
             if finished:
                 break
         time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver's session: its own local Ray goes with it
     proc.wait()
-    subprocess.run([str(BIN / "ray"), "stop", "--force"], capture_output=True)
     statuses = [r.info.status for r in trial_runs(workdir, "killed")[1]]
     assert 1 <= statuses.count("FINISHED") < 4, statuses
     again = wb("run", study, "--workdir", workdir)

@@ -1,0 +1,81 @@
+"""Helpers for the tests that start `wb run` in the background and act on it while it runs."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Background:
+    """`wb run ...` in a session of its own, its output in files; stopped by its own handle."""
+
+    def __init__(self, tmp_path: Path, *args, name: str = "driver", preexec_fn=None):
+        self.out, self.err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+        with self.out.open("w") as out, self.err.open("w") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", *map(str, args)], cwd=ROOT,
+                                         stdout=out, stderr=err, start_new_session=True, preexec_fn=preexec_fn)
+
+    @property
+    def stdout(self) -> str:
+        return self.out.read_text()
+
+    @property
+    def stderr(self) -> str:
+        return self.err.read_text()
+
+    def wait_for(self, condition, timeout: float = 180, what: str = "the condition") -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if condition():
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the driver ended (rc {self.proc.returncode}) before {what}: {self.stderr[-3000:]}")
+            time.sleep(0.2)
+        raise AssertionError(f"no {what} within {timeout} s: {self.stderr[-3000:]}")
+
+    def signal_group(self, signum) -> None:
+        """What Ctrl-C in a terminal does: the signal to the driver's whole process group."""
+        os.killpg(self.proc.pid, signum)
+
+    def wait(self, timeout: float = 120) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"the driver did not end within {timeout} s: {self.stderr[-3000:]}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+def store(workdir: Path, experiment: str):
+    """(client, experiment id) of the workdir's store, or (None, None) before the study made it."""
+    if not (workdir / "mlflow.db").exists():
+        return None, None
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    try:
+        exp = client.get_experiment_by_name(experiment)
+    except Exception:  # the store is still being made
+        return None, None
+    return (client, exp.experiment_id) if exp is not None else (None, None)
+
+
+def runs(workdir: Path, experiment: str, kind: str = "trial") -> list:
+    client, exp = store(workdir, experiment)
+    if client is None:
+        return []
+    try:
+        return client.search_runs([exp], f"tags.wb_kind = '{kind}'")
+    except Exception:
+        return []
+
+
+def checkpoints(workdir: Path) -> list[Path]:
+    return sorted((workdir / "trials").glob("*/checkpoint.pt"))

@@ -1,0 +1,100 @@
+"""A study stopped from outside, on real Ray and MLflow: Ctrl-C (exit 130, runs KILLED, the rerun
+resumes from the checkpoints with the whole history) and its Ray cluster lost under it (the
+summary within seconds, no hang)."""
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from tests.workbench.drivers import Background, checkpoints, runs
+from tests.workbench.test_run import MINI_BASE, free_port, start_ray_head, stop_ray_head, wb, write_study
+
+# Long enough to be stopped mid-way on a busy 2-core machine, checkpointed early.
+LONG_TRAIN = {**MINI_BASE["train"], "tokens": 81920, "checkpoint_every_tokens": 4096, "eval_every_tokens": 16384}
+ONE_CHANGE = [{"name": "lr 3e-3", "set": {"train.lr": 0.003}}]
+
+
+def loss_series(client, run) -> list[tuple[int, float]]:
+    return sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "train_loss"))
+
+
+def test_ctrl_c_kills_the_runs_exits_130_and_the_rerun_resumes_with_the_whole_history(tmp_path):
+    from tests.workbench.drivers import store
+
+    study = write_study(tmp_path, name="stopped", changes=ONE_CHANGE, base={**MINI_BASE, "train": LONG_TRAIN})
+    workdir = tmp_path / "w"
+    driver = Background(tmp_path, "run", study, "--workdir", workdir)
+    try:
+        driver.wait_for(lambda: len(checkpoints(workdir)) == 2 and
+                        sum(r.info.status == "RUNNING" for r in runs(workdir, "stopped")) == 2,
+                        what="both trials running with a checkpoint")
+        driver.signal_group(signal.SIGINT)  # Ctrl-C in a terminal
+        start = time.time()
+        assert driver.wait(timeout=90) == 130, driver.stderr[-3000:]
+    finally:
+        driver.kill()
+    assert time.time() - start < 60
+    assert "Traceback" not in driver.stderr
+    out = driver.stdout
+    assert "2 stopped mid-way" in out and "it is resumable" in out and f"wb run {study} --workdir {workdir}" in out
+    trials = runs(workdir, "stopped")
+    assert [r.info.status for r in trials] == ["KILLED", "KILLED"]
+    assert all(r.data.tags["error"].startswith("interrupted") for r in trials)
+    assert [r.info.status for r in runs(workdir, "stopped", "study")] == ["KILLED"]
+    assert len(checkpoints(workdir)) == 2  # kept for the rerun
+
+    again = wb("run", study, "--workdir", workdir)
+    assert again.returncode == 0, again.stderr[-3000:]
+    client, _ = store(workdir, "stopped")
+    finished = [r for r in runs(workdir, "stopped") if r.info.status == "FINISHED"]
+    assert sorted(r.data.tags["spec_hash"] for r in finished) == sorted({r.data.tags["spec_hash"] for r in trials})
+    # The resumed trials' tracked loss curves are those of an uninterrupted run, from the first step.
+    fresh = tmp_path / "fresh"
+    straight = wb("run", study, "--workdir", fresh)
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    fresh_client, _ = store(fresh, "stopped")
+    expected = {r.data.tags["spec_hash"]: loss_series(fresh_client, r) for r in runs(fresh, "stopped")}
+    steps = LONG_TRAIN["tokens"] // (LONG_TRAIN["batch_size"] * MINI_BASE["data"]["context"])
+    for run in finished:
+        series = loss_series(client, run)
+        assert len(series) == steps and series == expected[run.data.tags["spec_hash"]]
+
+
+def _gcs_pid(head_pid: int) -> int:
+    """The GCS server of the Ray head started by the test (its process group is the head's)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) == head_pid and b"gcs_server" in (entry / "cmdline").read_bytes():
+                return int(entry.name)
+        except (OSError, ProcessLookupError):
+            continue
+    raise AssertionError("no gcs_server in the test's Ray head")
+
+
+def test_a_lost_ray_cluster_ends_the_study_with_its_summary_within_30_s(tmp_path):
+    port = free_port()
+    temp_dir = tempfile.mkdtemp(prefix="wbray-", dir="/tmp")
+    head = start_ray_head(port, temp_dir)
+    study = write_study(tmp_path, name="lost", changes=ONE_CHANGE, base={**MINI_BASE, "train": LONG_TRAIN})
+    workdir = tmp_path / "w"
+    driver = Background(tmp_path, "run", study, "--workdir", workdir, "--ray-address", f"127.0.0.1:{port}")
+    try:
+        driver.wait_for(lambda: any(r.info.status == "RUNNING" for r in runs(workdir, "lost")),
+                        what="a trial running")
+        os.kill(_gcs_pid(head.pid), signal.SIGKILL)
+        start = time.time()
+        rc = driver.wait(timeout=60)
+        seconds = time.time() - start
+    finally:
+        driver.kill()
+        stop_ray_head(head)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    assert rc == 1 and seconds < 30, (rc, seconds, driver.stderr[-3000:])
+    assert "the study stopped before its end: the Ray cluster stopped answering" in driver.stdout, driver.stdout
+    statuses = [r.info.status for r in runs(workdir, "lost")]
+    assert statuses and "RUNNING" not in statuses and "KILLED" in statuses
+    assert [r.info.status for r in runs(workdir, "lost", "study")] == ["FAILED"]

@@ -1,0 +1,107 @@
+"""Why a study stops before its end, and the watchers that stop it.
+
+``Stops`` holds the first reason given (an interruption, Ray lost, the tracking store failing, the
+lease taken over) and is Tune's stopper: Tune asks it between events (every 0.1 s) and stops every
+trial once it holds a reason. SIGINT (Ctrl-C) and SIGTERM to the driver give the reason
+``interrupted``; a second Ctrl-C raises KeyboardInterrupt as Python would. ``watch_gcs`` notices a
+Ray cluster that went away, where Tune itself would wait on it for a minute or more.
+"""
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+import time
+
+INTERRUPTED = "interrupted"  # the reason of every trial run a Ctrl-C or SIGTERM stopped
+
+
+class Stops:
+    def __init__(self):
+        self.kind: str | None = None  # "interrupted", "ray", "store", "lease"
+        self.reason = ""
+        self._previous: dict = {}
+
+    def request(self, kind: str, reason: str) -> None:
+        if self.kind is None:  # the first reason is the one reported
+            self.kind, self.reason = kind, reason
+
+    def __bool__(self) -> bool:
+        return self.kind is not None
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.kind == "interrupted" and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        from workbench import progress
+
+        progress.say(f"{signal.Signals(signum).name}: stopping the running trials (their checkpoints are kept)")
+        self.request("interrupted", f"{INTERRUPTED} ({signal.Signals(signum).name} to the driver)")
+
+    def install(self) -> "Stops":
+        """Catch SIGINT and SIGTERM (main thread only); ``uninstall`` gives back the previous handlers."""
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+        return self
+
+    def uninstall(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def stopper(self):
+        """A Tune stopper that stops the whole experiment once a reason is given. (Tune pickles its
+        run settings: the stopper finds this object through the module, not a reference.)"""
+        from ray import tune
+
+        _ACTIVE[id(self)] = self
+        key = id(self)
+
+        class StopAll(tune.Stopper):
+            def __call__(self, trial_id, result):
+                return False
+
+            def stop_all(self):
+                return bool(_ACTIVE.get(key))
+
+        return StopAll()
+
+
+_ACTIVE: dict[int, Stops] = {}
+
+
+def gcs_address() -> str | None:
+    """host:port of the connected Ray cluster's GCS, or None."""
+    import ray
+
+    try:
+        return ray.get_runtime_context().gcs_address
+    except Exception:
+        return None
+
+
+def _answers(address: str, timeout: float) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def watch_gcs(address: str, on_lost, period_s: float = 1.0, misses: int = 3) -> threading.Event:
+    """Call ``on_lost(reason)`` from a thread once the GCS at ``address`` refuses ``misses``
+    connections in a row (about ``misses * period_s`` seconds); set the returned event to stop."""
+    done = threading.Event()
+
+    def watch():
+        failed = 0
+        while not done.wait(period_s):
+            failed = 0 if _answers(address, period_s) else failed + 1
+            if failed >= misses:
+                on_lost(f"the Ray cluster stopped answering (its GCS at {address} is gone; "
+                        f"noticed {time.strftime('%H:%M:%S')})")
+                return
+
+    threading.Thread(target=watch, name="wb-gcs-watch", daemon=True).start()
+    return done
