@@ -1,7 +1,8 @@
 """Trials of more than one worker, on Ray Train (V2): a ``TorchTrainer`` per trial, whose workers
 each run the trial's training loop on their share of every step (workbench/distributed.py).
 
-Under a study the Tune trial is ``train_workers_trial``: it builds and fits the trainer; every
+Under a study the Tune trial (workbench.runner's trainable) builds and fits the trainer
+(``fit_workers_trial``); every
 worker reports at the same steps (``ray.train.report`` is a barrier), rank 0's metrics reach Tune
 through Ray's ``TuneReportCallback`` and from there the driver-side MLflow writer, exactly as a
 one-process trial's do. ``run_workers`` is the same without Tune (``wb train --workers N``).
@@ -120,25 +121,31 @@ def trainer(spec, out: Path, cpus: float, gpu: float, storage: Path, *, tune: bo
     )
 
 
-def train_workers_trial(tune_config: dict, telemetry=None) -> None:
-    """The Ray Tune trainable of a trial of more than one worker (param_space["t"] as for
-    workbench.runner.train_trial): fits its TorchTrainer; a failure of any worker is recorded as
-    the trial's failure with its reason."""
+def fit_workers_trial(spec, out: Path, cpus: float, gpu: float, telemetry=None, progress_s: float | None = None) -> None:
+    """Inside a Ray Tune trial (workbench.runner's trainables, for a spec of more than one
+    worker): fit the trial's TorchTrainer, whose rank 0 reports to this trial through Ray's
+    TuneReportCallback. A failure of any worker is the trial's failure, with that worker's reason."""
     from ray import tune
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    from workbench.specs import TrialSpec
-
-    config = tune_config["t"]
-    spec = TrialSpec.model_validate_json(config["spec"])
-    out = Path(config["dir"])
     period = getattr(telemetry, "period_s", None)
-    fit = trainer(spec, out, config["cpus"], config["gpu"], out.parent.parent / "ray-train", tune=True,
-                  progress_s=config.get("progress_s"), gpu_sample_s=period, callbacks=[TuneReportCallback()])
+    fit = trainer(spec, out, cpus, gpu, out.parent.parent / "ray-train", tune=True, progress_s=progress_s,
+                  gpu_sample_s=period, callbacks=[TuneReportCallback()])
     try:
         fit.fit()
     except Exception as e:  # any worker's exception, its traceback included
         tune.report({"wb_failed": _failure_text(e)})
+
+
+def with_workers(spec, workers: int, field: str = "train.workers"):
+    """``spec`` on ``workers`` processes (the same identity: an execution field)."""
+    from workbench.specs import TrialSpec
+
+    if workers < 1:
+        raise SpecError(f"{field}={workers}: a trial needs at least one worker (1: one process; N > 1: N Ray Train "
+                        "workers, one GPU each where there are GPUs)")
+    return TrialSpec.model_validate({**spec.model_dump(mode="json"),
+                                     "train": {**spec.train.model_dump(mode="json"), "workers": workers}})
 
 
 def run_workers(spec, out: Path, cpus: float = 1.0, gpu: float | None = None) -> dict:
@@ -149,8 +156,10 @@ def run_workers(spec, out: Path, cpus: float = 1.0, gpu: float | None = None) ->
     import ray
     import torch
 
+    from workbench.sharding import check_divisible
     from workbench.train import TrainError
 
+    check_divisible(spec.train, spec.train.workers)
     gpu = (1.0 if torch.cuda.is_available() else 0.0) if gpu is None else gpu
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -194,3 +203,52 @@ def check_cluster(needs: list[tuple[int, float, float]], field: str = "resources
 def _failure_text(e: BaseException) -> str:
     text = f"{type(e).__name__}: {e}"
     return text[-4000:]
+
+
+def check_study(study, trials, ray_address: str | None) -> None:
+    """Before anything starts: every trial of more than one worker splits its global batch evenly,
+    has a GPU of its own per worker where it uses GPUs, and fits the cluster (``ray_address``'s,
+    already joined; else this machine, whose resources a local Ray will have)."""
+    from workbench.sharding import check_divisible
+
+    many = [t for t in trials if t.spec.train.workers > 1]
+    if not many:
+        return
+    res = study.resources
+    if 0 < res.gpu < 1:
+        raise SpecError(f"resources.gpu={res.gpu:g} with {many[0].spec.train.workers} workers per trial: each worker "
+                        "needs a GPU of its own (NCCL runs one process per GPU); use resources.gpu: 1, or workers: 1 "
+                        "to pack trials on a GPU")
+    for t in many:
+        try:
+            check_divisible(t.spec.train, t.spec.train.workers)
+        except SpecError as e:
+            raise SpecError(f"{t.variant} / seed {t.seed}: {e}") from None
+    if ray_address is None:
+        import torch
+
+        cluster = {"CPU": float(len(os.sched_getaffinity(0))), "GPU": float(torch.cuda.device_count())}
+    else:
+        cluster = None
+    field = "resources.workers" if res.workers is not None else "train.workers"
+    check_cluster(sorted({(t.spec.train.workers, res.cpu, res.gpu) for t in many}), field, cluster)
+
+
+def tune_placement(study, workers: int, trainable, max_concurrent: int | None):
+    """``trainable`` with the resources of a Tune trial of ``workers`` workers, and how many such
+    trials may run at once. One worker: the study's resources. More: the Tune trial only fits its
+    TorchTrainer and holds nothing (Tune needs a bundle: a byte of memory) while the trainer's
+    workers hold theirs; at most as many at once as the cluster fits, so that no trainer waits on
+    a share that another holds."""
+    import ray
+    from ray import tune
+
+    res = study.resources
+    if workers == 1:
+        return tune.with_resources(trainable, {"cpu": res.cpu, "gpu": res.gpu}), max_concurrent
+    cluster = ray.cluster_resources()
+    fits = [cluster.get("CPU", 0.0) // (workers * res.cpu)]
+    if res.gpu > 0:
+        fits.append(cluster.get("GPU", 0.0) // (workers * res.gpu))
+    limit = max(1, int(min(fits)))
+    return tune.with_resources(trainable, {"cpu": 0, "memory": 1}), min(limit, max_concurrent or limit)
