@@ -165,7 +165,7 @@ def run_workers(spec, out: Path, cpus: float = 1.0, gpu: float | None = None) ->
     out.mkdir(parents=True, exist_ok=True)
     started = not ray.is_initialized()
     if started:
-        ray.init(address=os.environ.get("RAY_ADDRESS", "local"), include_dashboard=False, log_to_driver=True,
+        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False, log_to_driver=True,
                  configure_logging=False)
     try:
         check_cluster([(spec.train.workers, cpus, gpu)], "train.workers")
@@ -183,21 +183,23 @@ def check_cluster(needs: list[tuple[int, float, float]], field: str = "resources
                   resources: dict | None = None) -> None:
     """Each (workers, cpus per worker, gpus per worker) must fit the Ray cluster's totals, else
     Ray Train would wait for resources that never come: an error naming the field before
-    anything starts. ``resources``: the cluster's (default ``ray.cluster_resources()``)."""
+    anything starts. ``resources``: this machine's, for the Ray a run starts here (default: those
+    of the Ray cluster joined, ``ray.cluster_resources()``)."""
+    where = "this machine has"
     if resources is None:
         import ray
 
-        resources = ray.cluster_resources()
+        resources, where = ray.cluster_resources(), "the Ray cluster has"
     have_cpu, have_gpu = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
     for workers, cpus, gpus in needs:
         if workers * gpus > have_gpu:
             raise SpecError(
-                f"{field}={workers} with {gpus:g} GPU per worker needs {workers * gpus:g} GPUs; the Ray cluster "
-                f"has {have_gpu:g}. Lower the worker count, or run on a cluster with more GPUs (--ray-address)")
+                f"{field}={workers} with {gpus:g} GPU per worker needs {workers * gpus:g} GPUs; {where} "
+                f"{have_gpu:g}. Lower the worker count, or run on a cluster with more GPUs (--ray-address)")
         if workers * cpus > have_cpu:
             raise SpecError(
-                f"{field}={workers} with resources.cpu={cpus:g} per worker needs {workers * cpus:g} CPUs; the Ray "
-                f"cluster has {have_cpu:g}. Lower the worker count or resources.cpu")
+                f"{field}={workers} with resources.cpu={cpus:g} per worker needs {workers * cpus:g} CPUs; {where} "
+                f"{have_cpu:g}. Lower the worker count or resources.cpu")
 
 
 def _failure_text(e: BaseException) -> str:

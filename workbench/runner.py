@@ -312,10 +312,10 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     # Every check runs before the tracking store is touched: a bad study leaves nothing behind.
     if ray_address is not None and not ray.is_initialized():
         ray.init(address=ray_address, log_to_driver=False, configure_logging=False)
-    check_gpus(study, ray_address)
     from workbench.ray_train import check_study
 
     check_study(study, trials, ray_address)
+    check_gpus(study, ray_address)
     workdir.mkdir(parents=True, exist_ok=True)
     if tracking_uri is None:
         create_local_store(workdir)
