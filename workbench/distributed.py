@@ -9,6 +9,7 @@ only in the order its sums run.
 """
 from __future__ import annotations
 
+import inspect
 import os
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -59,7 +60,11 @@ class Workers:
             ids = [self.device.index if self.device.index is not None else torch.cuda.current_device()] \
                 if self.device.type == "cuda" else None
             # No buffer is trained (RoPE's tables are fixed): nothing to send before each forward.
-            return nn.parallel.DistributedDataParallel(model, device_ids=ids, forward_sync_buffers=False)
+            # (torch 2.13 renamed the switch; the GPU machine's 2.11 knows the old name only.)
+            ddp = nn.parallel.DistributedDataParallel
+            quiet = ({"forward_sync_buffers": False} if "forward_sync_buffers" in inspect.signature(ddp).parameters
+                     else {"broadcast_buffers": False})
+            return ddp(model, device_ids=ids, **quiet)
         from torch.distributed.fsdp import fully_shard
 
         # fully_shard replaces the parameters by sharded ones; a component's lr_scale (read by

@@ -194,9 +194,22 @@ def test_bad_worker_settings_are_refused_before_anything_starts(tmp_path):
 
 
 def start_node(args: list[str]) -> subprocess.Popen:
+    # A node joining a cluster (and `ray status`) sends the token `ray start --head` keeps in ~/.ray.
     return subprocess.Popen([str(BIN / "ray"), "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
                              "--disable-usage-stats", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, env={**os.environ, "RAY_AUTH_MODE": "token"})
+
+
+def wait_for_nodes(address: str, n: int) -> None:
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        status = subprocess.run([str(BIN / "ray"), "status", "--address", address], capture_output=True, text=True,
+                                env={**os.environ, "RAY_AUTH_MODE": "token"}, timeout=60).stdout
+        active = status.split("Active:")[-1].split("Pending:")[0] if "Active:" in status else ""
+        if active.count("node_") >= n:
+            return
+        time.sleep(1)
+    pytest.fail(f"the cluster at {address} did not reach {n} nodes")
 
 
 def test_a_two_node_cluster_spreads_a_trial_and_refuses_more_gpus_than_it_has(tmp_path):
@@ -204,20 +217,13 @@ def test_a_two_node_cluster_spreads_a_trial_and_refuses_more_gpus_than_it_has(tm
     trial of one CPU per worker fits only across both; 2 workers of a GPU each are refused."""
     port = free_port()
     temp_dir = tempfile.mkdtemp(prefix="wbn-", dir="/tmp")
-    head = start_node(["--head", "--port", str(port), "--temp-dir", temp_dir, "--num-gpus", "1",
-                       "--include-dashboard=false"])
-    nodes = [head]
+    address = f"127.0.0.1:{port}"
+    nodes = [start_node(["--head", "--port", str(port), "--temp-dir", temp_dir, "--num-gpus", "1",
+                         "--include-dashboard=false"])]
     try:
-        import socket
-
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.5)
-        nodes.append(start_node(["--address", f"127.0.0.1:{port}"]))
-        address = f"127.0.0.1:{port}"
+        wait_for_nodes(address, 1)
+        nodes.append(start_node(["--address", address]))
+        wait_for_nodes(address, 2)
         gpus = wb("run", write_mixed_study(tmp_path, "gpus", workers=2, gpu=1), "--workdir", tmp_path / "g",
                   "--ray-address", address)
         assert gpus.returncode == 2 and "needs 2 GPUs; the Ray cluster has 1" in gpus.stderr, gpus.stderr[-2000:]
