@@ -1,7 +1,7 @@
 """Training throughput of whole trials, side by side: tokens/s, MFU and validation loss.
 
     python benchmarks/train_throughput.py [TRIAL.yaml ...] [--repeats 2] [--out FILE]
-    python benchmarks/train_throughput.py --launch [TRIAL.yaml] [--steps 120] [--out FILE]
+    python benchmarks/train_throughput.py --launch [TRIAL.yaml] [--steps 100] [--out FILE]
     python benchmarks/train_throughput.py --launch --check      # the same on a tiny CPU trial (gloo)
 
 Default trials: the paper's 125M FoX (Pro) and Transformer (LLaMA) at context 4096
