@@ -134,7 +134,9 @@ def fit_workers_trial(spec, out: Path, cpus: float, gpu: float, telemetry=None, 
     try:
         fit.fit()
     except Exception as e:  # any worker's exception, its traceback included
-        tune.report({"wb_failed": _failure_text(e)})
+        import traceback
+
+        tune.report({"wb_failed": _failure_text(e), "wb_traceback": traceback.format_exc()})
 
 
 def with_workers(spec, workers: int, field: str = "train.workers"):
