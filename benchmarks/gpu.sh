@@ -11,6 +11,8 @@
 #       $STABILITY_SECONDS (default 560) at most; its store comes back as $OUT/stability.db, and a
 #       store carried in as wb-runs/stability.db resumes it (finished trials are kept); each finished
 #       trial's result.json comes back in $OUT/stability-results; STABILITY_STUDY runs another study file
+#   bash benchmarks/gpu.sh ray-train   # 125M FoX (Pro): plain, Ray Train 1 worker DDP / FSDP, and
+#                                      # N workers where N > 1 GPUs (~4 min on one GPU)
 #
 # On the GPU machine, first: the install line of ../shared/device/README.md (PYTHONPATH on the
 # checkout and the wheels). The peers' code lives in the git-ignored .peers/ (docs/kernels.md).
@@ -20,7 +22,7 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests kernels trials)
+[ ${#parts[@]} -eq 0 ] && parts=(tests kernels trials)  # ray-train: only when named
 status=0
 for part in "${parts[@]}"; do
   case $part in
@@ -59,8 +61,13 @@ for part in "${parts[@]}"; do
       # too large to come back from the GPU machine.
       for r in "$wd"/trials/*/result.json; do [ -f "$r" ] && cp "$r" "$OUT/stability-results/$(basename "$(dirname "$r")").json"; done
       tail -4 "$OUT/stability.log" ;;
+    ray-train)
+      # Ray's own temp dir; 100 steps a run (the first 10 untimed): compilation dominates each run.
+      RAY_TMPDIR=/tmp/wb-ray timeout 560 python3 benchmarks/train_throughput.py --launch --steps 100 \
+        --timeout 240 --out "$OUT/train_launch.json" > "$OUT/train_launch.log" 2>&1 || status=1
+      tail -8 "$OUT/train_launch.log" ;;
     *)
-      echo "unknown part '$part'; the parts are: tests kernels trials packing stability" >&2
+      echo "unknown part '$part'; the parts are: tests kernels trials packing stability ray-train" >&2
       exit 2 ;;
   esac
 done

@@ -67,7 +67,7 @@ def _delta_cell(r: dict, alpha: float, holm: bool) -> str:
 def ablation_table(rows: pl.DataFrame, info: table.StudyInfo, metric: str = "val_ppl", holm: bool = True) -> str:
     """One row per table row (workbench.table): the kind per slot, parameters, seeds (marked when
     fewer than the study asks for), mean with 95% CI, delta vs the base with the paired comparison,
-    its p and MDE, the runs by state (failures' reasons on hover) and spikes."""
+    its p and MDE, the runs by state (failures' reasons on hover), spikes and the workers per trial."""
     head = "".join(f"<th>{n}</th>" for n in SLOT_NAMES.values())
     body = []
     for r in rows.iter_rows(named=True):
@@ -82,11 +82,12 @@ def ablation_table(rows: pl.DataFrame, info: table.StudyInfo, metric: str = "val
         mde = "" if r["mde"] is None else f"{r['mde']:.3f}"
         body.append(f'<tr><td class="variant">{esc(r["row"])}</td>{marks}<td class="num">{params}</td>'
                     f'<td class="num">{seeds}</td><td class="num value">{value}</td>{_delta_cell(r, info.alpha, holm)}'
-                    f'<td class="num">{p_text}</td><td class="num mde">{mde}</td>{_runs_cell(r)}{_spikes_cell(r)}</tr>')
+                    f'<td class="num">{p_text}</td><td class="num mde">{mde}</td>{_runs_cell(r)}{_spikes_cell(r)}'
+                    f'<td class="num workers">{esc(r.get("workers") or "")}</td></tr>')
     p_head = "p (paired, Holm)" if holm else "p (paired)"
     return (f'<table class="ablation"><thead><tr><th>Variant</th>{head}<th>Params</th><th>Seeds</th>'
             f"<th>{esc(metric)} (mean &plusmn; 95% CI)</th><th>&Delta; vs {esc(info.base)}</th><th>{p_head}</th>"
-            f"<th>MDE</th><th>Runs</th><th>Spikes</th></tr></thead>"
+            f'<th>MDE</th><th>Runs</th><th>Spikes</th><th title="processes per trial (Ray Train)">Workers</th></tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table><p class="note">{table_note(info, holm)}</p>')
 
 

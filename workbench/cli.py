@@ -56,13 +56,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     from workbench.trial import run_trial
 
     trial = validate(TrialSpec, read_yaml(args.trial), args.trial)
+    if args.workers is not None:
+        from workbench.ray_train import with_workers
+
+        trial = with_workers(trial, args.workers, "--workers")
     out = Path(args.out)
     faults.check_folder(out, "--out", write=True)
     if not args.resume and (out / "checkpoint.pt").exists():
         (out / "checkpoint.pt").unlink()
     print(f"trial {trial.spec_hash()}  ->  {out}", file=sys.stderr)
     try:
-        result = run_trial(trial, out, progress=True)
+        if trial.train.workers > 1:
+            from workbench.ray_train import run_workers
+
+            result = run_workers(trial, out)
+        else:
+            result = run_trial(trial, out, progress=True)
     except TrainError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -161,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="output folder: checkpoint, metrics.jsonl, result.json")
     p.add_argument("--no-resume", dest="resume", action="store_false",
                    help="start from scratch even if DIR holds a checkpoint of this trial")
+    p.add_argument("--workers", type=int,
+                   help="train on N processes (Ray Train; one GPU each where there are GPUs), default the trial's "
+                        "train.workers (1: one process, no Ray)")
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("run", help="run a study: every trial not yet finished, on Ray Tune, tracked in MLflow")
     p.add_argument("study", help="a study YAML file")

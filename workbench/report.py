@@ -37,8 +37,11 @@ def _p_cell(p, alpha: float) -> str:
 def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = False) -> list[str]:
     """The table as text lines: a header naming the base, the columns, then the footnotes."""
     search = (table["search_point"] != "").any() if table.height else False
+    # Trials of more than one worker (Ray Train): how many, per row; one-process studies show no column.
+    several = table.height > 0 and any(w not in (None, "1") for w in table["workers"].to_list())
     head = ["row", "seeds", f"{metric} mean", "95% CI", "delta"] + (["vs"] if search else []) + [
-        "paired delta ± 95% CI (n)", "p (Holm)" if holm else "p", "MDE", "runs", "spikes", "kinds"]
+        "paired delta ± 95% CI (n)", "p (Holm)" if holm else "p", "MDE", "runs", "spikes", "kinds"] + (
+        ["workers"] if several else [])
     lines = [head]
     for r in table.iter_rows(named=True):
         seeds = f"{r['n_seeds']}/{r['seeds_expected']}!" if r["fewer_seeds"] else str(r["n_seeds"])
@@ -51,7 +54,7 @@ def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = 
             vs = [""]
         lines.append([r["row"], seeds, _num(r["mean"]), _num(r["ci95"], ".3f", "n/a" if r["n_seeds"] else ""), delta,
                       *vs, paired, _p_cell(r["p_holm"] if holm else r["p_value"], info.alpha), _num(r["mde"]),
-                      _runs_cell(r), _spike_cell(r), r["kinds"] or ""])
+                      _runs_cell(r), _spike_cell(r), r["kinds"] or "", *([r["workers"] or ""] if several else [])])
     widths = [max(len(line[c]) for line in lines) for c in range(len(head))]
     text = ["  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]).rstrip()
             for line in lines]

@@ -57,6 +57,7 @@ def trial_runs(workdir: Path, study: str, experiment: str | None = None, trackin
                "spec_hash": r.data.tags["spec_hash"], "search_point": r.data.tags.get("search_point", ""),
                "status": r.info.status, "error": r.data.tags.get("error", ""), "start_time": int(r.info.start_time or 0),
                "stopped_early": r.data.tags.get("stopped_early") == "true", "alias_of": None,
+               "workers": int(r.data.tags.get("workers", "1")),  # processes the trial trained on (Ray Train)
                **{f"slot.{k.split('.')[2]}": v for k, v in r.data.params.items()
                   if k.startswith("model.attention.") and k.endswith(".kind")},
                **{k: float(v) for k, v in r.data.metrics.items()}}

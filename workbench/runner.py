@@ -86,17 +86,17 @@ def train_trial(tune_config: dict, telemetry=None) -> None:
 
     config = tune_config["t"]
     _run_and_report(TrialSpec.model_validate_json(config["spec"]), Path(config["dir"]), config["cpus"], telemetry,
-                    config.get("progress_s"))
+                    config.get("progress_s"), config.get("gpu", 0.0))
 
 
 def train_search_trial(tune_config: dict, template: str, workdir: str, cpus: float, telemetry=None,
-                       progress_s: float | None = None) -> None:
+                       progress_s: float | None = None, gpu: float = 0.0) -> None:
     """The trainable of an Optuna search: the template trial with the drawn values set."""
     from workbench.specs import TrialSpec
     from workbench.study import Trial, with_point
 
     trial = with_point(Trial("", 0, TrialSpec.model_validate_json(template)), search_point(tune_config))
-    _run_and_report(trial.spec, Path(workdir) / "trials" / trial.spec_hash, cpus, telemetry, progress_s)
+    _run_and_report(trial.spec, Path(workdir) / "trials" / trial.spec_hash, cpus, telemetry, progress_s, gpu)
 
 
 def search_point(tune_config: dict) -> dict:
@@ -104,7 +104,12 @@ def search_point(tune_config: dict) -> dict:
     return {key.replace("__", "."): value for key, value in tune_config.items()}
 
 
-def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: float | None = None) -> None:
+def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: float | None = None,
+                    gpu: float = 0.0) -> None:
+    if spec.train.workers > 1:  # a TorchTrainer of its own (workbench/ray_train.py)
+        from workbench.ray_train import fit_workers_trial
+
+        return fit_workers_trial(spec, out, cpus, gpu, telemetry, progress_s)
     import torch
     from ray import tune
 
@@ -344,6 +349,9 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     # Every check runs before the tracking store is touched: a bad study leaves nothing behind.
     if ray_address is not None and not ray.is_initialized():
         ray.init(address=ray_address, log_to_driver=False, configure_logging=False)
+    from workbench.ray_train import check_study
+
+    check_study(study, trials, ray_address)
     check_gpus(study, ray_address)
     workdir.mkdir(parents=True, exist_ok=True)
     if tracking_uri is None:
@@ -387,6 +395,9 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
             groups = [[t for t in plain if t.variant == v] for v in dict.fromkeys(t.variant for t in plain)]
         else:
             groups = [plain] if plain else []
+        # One Tuner per worker count: its trials share one placement (workbench.ray_train.tune_placement).
+        groups = [[t for t in g if t.spec.train.workers == n] for g in groups
+                  for n in sorted({t.spec.train.workers for t in g})]
         stopper = driver.stops.stopper()
         for group in groups:
             if not driver.stops:
@@ -409,12 +420,15 @@ def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_con
          progress_s: float | None = None, stopper=None) -> None:
     from ray import tune
 
+    from workbench.ray_train import tune_placement
+
     configs = [{"key": t.spec_hash, "spec": t.spec.model_dump_json(), "dir": str(workdir / "trials" / t.spec_hash),
-                "cpus": study.resources.cpu, "progress_s": progress_s} for t in trials]
+                "cpus": study.resources.cpu, "gpu": study.resources.gpu, "progress_s": progress_s} for t in trials]
     scheduler = _asha(study, trials)
+    trainable, max_concurrent = tune_placement(study, trials[0].spec.train.workers,
+                                               tune.with_parameters(train_trial, telemetry=telemetry), max_concurrent)
     tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(train_trial, telemetry=telemetry),
-                            {"cpu": study.resources.cpu, "gpu": study.resources.gpu}),
+        trainable,
         param_space={"t": tune.grid_search(configs)},
         tune_config=tune.TuneConfig(
             scheduler=scheduler, max_concurrent_trials=max_concurrent, reuse_actors=_reuse_actors(study),
@@ -461,9 +475,12 @@ def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, 
     callback.resolve = lambda config: with_point(template, search_point(config))
     trainable = tune.with_parameters(train_search_trial, template=template.spec.model_dump_json(),
                                      workdir=str(workdir), cpus=study.resources.cpu, telemetry=telemetry,
-                                     progress_s=progress_s)
+                                     progress_s=progress_s, gpu=study.resources.gpu)
+    from workbench.ray_train import tune_placement
+
+    trainable, max_concurrent = tune_placement(study, template.spec.train.workers, trainable, max_concurrent)
     tuner = tune.Tuner(
-        tune.with_resources(trainable, {"cpu": study.resources.cpu, "gpu": study.resources.gpu}),
+        trainable,
         param_space=space,
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
                                     num_samples=template.optuna_samples - len(prior),

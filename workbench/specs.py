@@ -2,7 +2,8 @@
 
 Every spec is pydantic v2 with ``extra="forbid"``; it round-trips through JSON and YAML, and
 ``spec_hash()`` (a hash of canonical JSON) is its identity. A field that changes how a trial
-runs but not what it computes (``TrainSpec.cuda_graphs``: the same kernels, replayed) is listed
+runs but not what it computes (``TrainSpec.cuda_graphs``: the same kernels, replayed;
+``TrainSpec.workers`` and ``parallel``: the same global batches, on more processes) is listed
 in its class's ``_execution_only`` and left out of the identity, so switching it finds the same
 finished trials and checkpoints. A field added after trials were run with the behaviour of its
 default is listed in ``_new_fields`` and left out of the identity while it holds that default,
@@ -225,8 +226,15 @@ class TrainSpec(Spec):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     cpu_threads: PositiveInt | None = None
+    # Processes (one GPU each on a GPU machine) that train the trial together, on Ray Train
+    # (workbench/ray_train.py): each takes its share of every step's global batch
+    # (workbench/sharding.py), so any count trains on the same tokens. ``parallel``: how they share
+    # the model: ``ddp`` replicates it, ``fsdp`` (FSDP2) shards parameters, gradients and
+    # optimizer state. Both are how the trial runs, not what it computes: not in the identity.
+    workers: PositiveInt = 1
+    parallel: Literal["ddp", "fsdp"] = "ddp"
 
-    _execution_only: ClassVar[frozenset[str]] = frozenset({"cuda_graphs"})
+    _execution_only: ClassVar[frozenset[str]] = frozenset({"cuda_graphs", "workers", "parallel"})
 
 
 class NeedleEval(Spec):

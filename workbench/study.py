@@ -188,10 +188,13 @@ class SearchSpec(Spec):
 
 
 class Resources(Spec):
-    """Per trial. ``gpu`` may be a fraction (0.25 packs four small trials on one GPU)."""
+    """Per trial, or with ``workers`` per worker. ``gpu`` may be a fraction (0.25 packs four small
+    trials on one GPU). ``workers``: processes per trial (Ray Train, workbench/ray_train.py), for
+    every trial whose spec does not set ``train.workers`` itself."""
 
     cpu: PositiveFloat = 1.0
     gpu: Annotated[float, Field(ge=0)] = 0.0
+    workers: PositiveInt | None = None
 
 
 class Tracking(Spec):
@@ -372,6 +375,8 @@ def expand(study: StudySpec) -> list[Trial]:
             except PathError as e:
                 raise SpecError(f"{where} ({name}){' ' + at if at else ''}: {e}") from None
             data = _scaled_tokens(study, data, f"{where} ({name}) {at}")
+            if study.resources.workers is not None and not _sets_workers(study.base, all_edits):
+                data = set_path(data, "train.workers", study.resources.workers)
             for seed in study.seeds:
                 try:
                     spec = TrialSpec.model_validate({**data, "seed": seed})
@@ -397,6 +402,15 @@ def _check_extrapolation(design: ScalingDesign, trials: list[Trial]) -> None:
     if target <= largest[0]:
         raise SpecError(f"design.extrapolate_to: {design.extrapolate_to!r} ({target:,.0f} parameters) is not above the "
                         f"ladder, whose largest size ({largest[1]}) has {largest[0]:,} non-embedding parameters")
+
+
+def _sets_workers(base: dict, edits: list[tuple[str, Any]]) -> bool:
+    """Whether the base or a variant's edits name ``train.workers`` (which then wins over
+    ``resources.workers``)."""
+    if isinstance(base.get("train"), dict) and "workers" in base["train"]:
+        return True
+    return any(path == "train.workers" or (path == "train" and isinstance(value, dict) and "workers" in value)
+               for path, value in edits)
 
 
 def _merge_aliases(trials: list[Trial]) -> list[Trial]:

@@ -43,6 +43,7 @@ SCHEMA = {
     "stopped": pl.Int64, "to_run": pl.Int64, "reasons": pl.List(pl.String), "runs_spiked": pl.Int64,
     "grad_spikes": pl.Int64, "loss_spikes": pl.Int64, "grad_norm_max": pl.Float64, "grad_norm_max_ratio": pl.Float64,
     "kinds": pl.String, **{f"slot.{s}": pl.String for s in ATTENTION_SLOTS}, "n_params": pl.Int64,
+    "workers": pl.String,
 }
 
 
@@ -260,7 +261,14 @@ def from_runs(mine: pl.DataFrame, planned: bool, expected: int | None) -> dict:
             reasons.append(f"seed {last['seed']} ({state}): {_reason(last.get('error') or '')}")
     tracked = sum(states.values())
     to_run = max(0, expected - tracked) if planned and expected is not None else 0
-    return {**states, "to_run": to_run, "reasons": reasons, **spikes(mine), **kinds(mine)}
+    return {**states, "to_run": to_run, "reasons": reasons, **spikes(mine), **kinds(mine), "workers": workers(mine)}
+
+
+def workers(mine: pl.DataFrame) -> str | None:
+    """The worker counts the row's runs trained on ("1", "2", "1, 2"); None without runs."""
+    if not mine.height or "workers" not in mine.columns:
+        return None
+    return ", ".join(str(n) for n in sorted(set(mine["workers"].fill_null(1).to_list())))
 
 
 def _state(attempts: pl.DataFrame) -> tuple[str, dict]:

@@ -190,7 +190,8 @@ class Store:
         tags = {KIND: "trial", MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"{trial.variant} / seed {trial.seed}",
                 "study": study, "variant": trial.variant, "seed": str(trial.seed), "spec_hash": trial.spec_hash,
                 "code_version": code_version, "aliases": json.dumps(list(trial.aliases)),
-                "search_point": trial.point_label, "search_values": json.dumps(dict(trial.search_point))}
+                "search_point": trial.point_label, "search_values": json.dumps(dict(trial.search_point)),
+                "workers": str(trial.spec.train.workers)}
         if trial.stage:
             tags["stage"] = trial.stage
         used = plugins_used(trial.spec.model.components())

@@ -108,54 +108,72 @@ class Progress:
 
 
 def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = False,
-              execution: Execution | None = None, telemetry: Telemetry | None = None) -> dict:
+              execution: Execution | None = None, telemetry: Telemetry | None = None, workers=None) -> dict | None:
     """Train and evaluate ``trial`` into ``out_dir`` (checkpoint.pt, metrics.jsonl, result.json).
     A checkpoint already in out_dir is resumed. ``execution``: how it runs (default: what its
     TrainSpec asks for); never part of its identity. ``telemetry`` (default: NVML every 5 s on
-    CUDA) samples the GPU on a thread; a reporter with a ``sampler`` attribute is handed the sampler."""
+    CUDA) samples the GPU on a thread; a reporter with a ``sampler`` attribute is handed the sampler.
+    ``workers`` (workbench.distributed.Workers): this process is one of the trial's N workers;
+    rank 0 evaluates, writes the files and returns the result, the others return None."""
     execution = execution or Execution.of_trial(trial.train)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if workers is not None:
+        # The step's collectives would be captured in the graphs; the same kernels run without.
+        execution = execution.but(cuda_graphs=False)
+    lead = workers is None or workers.rank == 0
+    if lead:
+        out_dir.mkdir(parents=True, exist_ok=True)
     if trial.train.cpu_threads:
         torch.set_num_threads(trial.train.cpu_threads)
-    device = resolve_device(trial.train)
+    device = resolve_device(trial.train) if workers is None else workers.device
     data = load_data(trial.data, trial.model.vocab_size, trial.seed)
     torch.manual_seed(trial.seed)
     model = build_model(trial.model, execution).to(device)
+    if workers is not None:
+        model = workers.wrap(model)
     echo = Progress(trial.train.tokens) if progress else None
-    reporter = reporter or JsonlReporter(out_dir / "metrics.jsonl", echo)
-    write_json(out_dir / "spec.json", trial.model_dump(mode="json"))
-    sampler = (telemetry or Telemetry()).sampler(device, progress=lambda: getattr(reporter, "tokens", 0))
+    if reporter is None and lead:
+        reporter = JsonlReporter(out_dir / "metrics.jsonl", echo)
+    if lead:
+        write_json(out_dir / "spec.json", trial.model_dump(mode="json"))
+    sampler = (telemetry or Telemetry()).sampler(device, progress=lambda: getattr(reporter, "tokens", 0)) if lead else None
     if sampler is not None:
         if hasattr(reporter, "sampler"):
             reporter.sampler = sampler
         sampler.start()
     try:
         with PeakMemory(device) as train_peak:
-            trained = train(trial, model, data, reporter, out_dir / "checkpoint.pt", device, execution)
+            trained = train(trial, model, data, reporter, out_dir / "checkpoint.pt", device, execution, workers)
+        if workers is not None:
+            model = workers.gather(model, lambda: build_model(trial.model, execution))
+        if model is None:
+            return None
         with PeakMemory(device) as eval_peak:
             result = evaluate(model, data, trial.eval, data.context, device, autocast_for(trial.train, device))
     finally:
         if sampler is not None:
             sampler.stop()
+    n_workers = 1 if workers is None else workers.workers
     # Memory in MB: the GPU allocator's peaks (None off CUDA) and the process's peak resident set.
     result.update(peak_memory_train_mb=train_peak.mb, peak_memory_eval_mb=eval_peak.mb, peak_rss_mb=peak_rss_mb(),
                   **(sampler.summary() if sampler is not None else {}))
     counts = param_counts(trial.model)
     flops = flops_per_token(trial.model, data.context)["train"]
     peak = PEAK_FLOPS.get(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
-    rate = trained["tokens_per_s"]
+    rate = trained["tokens_per_s"]  # the whole trial's: every worker's tokens
     result.update(spike_figures(trained["history"], trial.train.warmup_tokens))
     result.update(
         **getattr(data, "info", {}),  # brought data: the split and the tokenizer
         unigram_entropy=unigram_entropy(data.val_tokens()),
         tokens_per_s=rate,
-        mfu=(flops * rate / peak) if (peak and rate) else None,
+        mfu=(flops * rate / (peak * n_workers)) if (peak and rate) else None,
         train_flops_per_token=flops,
         n_params=counts["total"],
         n_params_non_embedding=counts["non_embedding"],
         train_tokens=trained["tokens"],
         steps=trained["steps"],
         context=data.context,
+        workers=n_workers,
+        parallel=None if workers is None else workers.parallel,
         spec=trial.model_dump(mode="json"),
         spec_hash=trial.spec_hash(),
         versions={**versions(), "plugins": plugins_used(trial.model.components())},
