@@ -249,14 +249,20 @@ def scaling_figure(ladder: pl.DataFrame, fits: list, order: list[str]) -> go.Fig
             continue
         top = max(f.sizes[1], f.extrapolate_to or 0)
         grid = np.geomspace(f.sizes[0], top, 80)
+        d = None
+        if f.form == "ND":  # the law along the largest tokens-per-parameter ratio (the prediction's)
+            d = grid * (f.extrapolate_tokens / f.extrapolate_to) if f.extrapolate_to else None
+            if d is None:
+                continue
         if f.draws is not None and len(f.draws):
-            curves = law(f.form, f.draws, grid)
+            curves = law(f.form, f.draws, grid, d)
             lo, hi = np.percentile(curves, [2.5, 97.5], axis=0)
             fig.add_trace(go.Scatter(x=np.concatenate([grid, grid[::-1]]), y=np.concatenate([hi, lo[::-1]]), fill="toself",
                                      fillcolor=colors[variant], opacity=0.2, line={"width": 0}, hoverinfo="skip",
                                      showlegend=False, legendgroup=variant))
-        fig.add_trace(go.Scatter(x=grid, y=f.predict(grid), mode="lines", legendgroup=variant, line={"color": colors[variant]},
-                                 name=esc(f"{variant}: L = {f.E.value:.3f} + {f.A.value:.3g} / N^{f.alpha.value:.3f}")))
+        extra = f" + {f.B.value:.3g} / D^{f.beta.value:.3f}" if f.form == "ND" else ""
+        fig.add_trace(go.Scatter(x=grid, y=f.predict(grid, d), mode="lines", legendgroup=variant, line={"color": colors[variant]},
+                                 name=esc(f"{variant}: L = {f.E.value:.3f} + {f.A.value:.3g} / N^{f.alpha.value:.3f}{extra}")))
         if f.prediction is not None:
             p = f.prediction
             err = {} if p.lo is None else {"error_y": {"type": "data", "symmetric": False, "array": [p.hi - p.value],

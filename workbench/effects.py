@@ -26,6 +26,8 @@ def axis_labels(study) -> list[str]:
     """The point labels of a scaling or crossed design, in its order (workbench.study.Trial.point_label)."""
     d = study.design
     if d.kind == "scaling":
+        if len(d.budgets) > 1:
+            return [f"size={c.name}, tokens_per_param={per:.4g}" for c in d.sizes for per in d.budgets]
         return [f"size={c.name}" for c in d.sizes]
     return [f"{d.axis}={c.name}" for c in d.points]
 

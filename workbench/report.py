@@ -161,14 +161,17 @@ def _estimate(e: dict | None, fmt: str) -> str:
 def fit_lines(about: dict) -> list[str]:
     """A scaling study's laws (workbench/scaling_study.py) as text: per variant L(N) = E + A / N^alpha
     with 95% intervals and the prediction, then where each pair's laws cross."""
-    fits, lines = about.get("fits", {}), ["", "laws L(N) = E + A / N^alpha (N: non-embedding parameters; val_loss in nats; 95% bootstrap intervals)"]
+    fits, lines = about.get("fits", {}), ["", "laws L(N) = E + A / N^alpha, or L(N, D) = E + A / N^alpha + B / D^beta where the ladder is crossed with token "
+                                            "budgets (N: non-embedding parameters, D: tokens; val_loss in nats; 95% bootstrap intervals)"]
     for variant, f in fits.items():
         if f["status"] == "refused":
             lines.append(f"  {variant}: no law: {f['reason']}")
             continue
         at = f" -> {_estimate(f['prediction'], '.4f')} at {f['extrapolate_to']:.3g}" if f.get("prediction") else ""
         note = f"  ({f['reason']})" if f["status"] == "point_only" else ""
-        lines.append(f"  {variant}: E {_estimate(f['E'], '.4f')}, alpha {_estimate(f['alpha'], '.3f')}, "
+        beta = f", beta {_estimate(f['beta'], '.3f')}" if f.get("beta") else ""
+        lines.append(f"  {variant} ({'L(N, D)' if f['form'] == 'ND' else 'L(N)'}): E {_estimate(f['E'], '.4f')}, "
+                     f"alpha {_estimate(f['alpha'], '.3f')}{beta}, "
                      f"{f['n_points']} sizes, {f['n_runs']} runs{at}{note}")
     for c in about.get("crossings", []):
         a, b = c["variants"]

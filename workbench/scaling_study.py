@@ -1,8 +1,9 @@
 """A scaling study's laws, from its tracked runs: per variant L(N) fitted by workbench.scaling to
 the finished runs of its ladder (N the non-embedding parameter count each run logged, the loss its
 final val_loss), the prediction at ``extrapolate_to``, and for each pair of variants where their
-laws cross (docs/scaling.md). A ladder whose tokens follow its sizes (``tokens_per_param``) fits
-L(N) along that path: there D is a multiple of N, and L(N, D) could not tell the two apart."""
+laws cross (docs/scaling.md). A ladder whose tokens follow its sizes (one ``tokens_per_param``) fits
+L(N) along that path: there D is a multiple of N, and L(N, D) could not tell the two apart. A
+ladder crossed with several budgets fits L(N, D) = E + A/N^alpha + B/D^beta, D the run's tokens."""
 from __future__ import annotations
 
 import polars as pl
@@ -38,9 +39,23 @@ def fit_study(runs: pl.DataFrame, order: list[str], extrapolate_to=None, n_boot:
     if done.is_empty():
         return done, [], []
     options = scaling.FitOptions(n_boot=n_boot)
+    # Crossed with token budgets (a size trained on several): L(N, D), predicted and compared at the
+    # largest tokens-per-parameter ratio of the ladder.
+    crossed = "train_tokens" in done.columns and (done.group_by("variant", "n_params_non_embedding")
+                                                  .agg(pl.col("train_tokens").n_unique())["train_tokens"].max() or 0) > 1
+    ratio = float((done["train_tokens"] / done["n_params_non_embedding"]).max()) if crossed else None
+    at_tokens = None
+    if crossed:
+        at_tokens = ratio * (scaling.parse_count(extrapolate_to) if extrapolate_to is not None
+                             else float(done["n_params_non_embedding"].max()))
     fits = []
     for variant in [v for v in order if v in set(done["variant"])]:
         mine = done.filter(pl.col("variant") == variant)
-        fits.append(scaling.fit_law(variant, mine["n_params_non_embedding"].to_numpy(), mine["val_loss"].to_numpy(),
-                                    extrapolate_to=extrapolate_to, options=options))
-    return done, fits, scaling.compare(fits)
+        n, loss = mine["n_params_non_embedding"].to_numpy(), mine["val_loss"].to_numpy()
+        if crossed:
+            d = mine["train_tokens"].to_numpy()
+            fits.append(scaling.fit_law(variant, n, loss, d, extrapolate_to=extrapolate_to,
+                                        extrapolate_tokens=at_tokens, options=options))
+        else:
+            fits.append(scaling.fit_law(variant, n, loss, extrapolate_to=extrapolate_to, options=options))
+    return done, fits, scaling.compare(fits, tokens=at_tokens if crossed else None)

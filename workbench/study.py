@@ -69,19 +69,29 @@ class VariantsDesign(Spec):
 
 class ScalingDesign(Spec):
     """A ladder of model sizes (smallest first) applied to each variant; ``tokens_per_param`` makes
-    each size's ``train.tokens`` follow its non-embedding parameter count (else the base's tokens).
+    each size's ``train.tokens`` follow its non-embedding parameter count (else the base's tokens);
+    a list of them crosses the ladder with those token budgets (a law L(N, D) is then fitted).
     Each variant gets a law fitted to its ladder (docs/scaling.md); ``extrapolate_to`` (parameters,
     "360M") is where each law predicts the loss."""
 
     kind: Literal["scaling"]
     sizes: list[Change]
     variants: list[Change] = Field(min_length=1)
-    tokens_per_param: PositiveFloat | None = None
+    tokens_per_param: PositiveFloat | list[PositiveFloat] | None = None
     compare_to: str | None = None
     extrapolate_to: str | PositiveFloat | None = None
 
+    @property
+    def budgets(self) -> list[float]:
+        """The tokens-per-parameter values the ladder is crossed with ([] for none, one for a path)."""
+        per = self.tokens_per_param
+        return [] if per is None else [per] if not isinstance(per, list) else list(per)
+
     @model_validator(mode="after")
     def _a_ladder(self):
+        if isinstance(self.tokens_per_param, list) and (len(self.tokens_per_param) < 1
+                                                        or len(set(self.tokens_per_param)) != len(self.tokens_per_param)):
+            raise ValueError(f"tokens_per_param: a list of distinct budgets, got {self.tokens_per_param}")
         if len(self.sizes) < 2:
             raise ValueError(f"sizes: a ladder needs at least 2 sizes (a law L(N) is fitted on 4 or more); got {len(self.sizes)}")
         for key, names in (("sizes", [c.name for c in self.sizes]), ("variants", [c.name for c in self.variants])):
@@ -318,23 +328,25 @@ def _points(study: StudySpec, name: str) -> list[tuple[list[tuple[str, Any]], li
     """(point, its edits, where) of a variant: the search's draws, or a scaling design's sizes (the
     point ("size", name) labels the trial; the size's edits build it)."""
     if isinstance(study.design, ScalingDesign):
-        return [([("size", c.name)], list(c.set.items()), f"design.sizes[{i}] ({c.name})")
-                for i, c in enumerate(study.design.sizes)]
+        budgets = study.design.budgets
+        crossed = budgets if len(budgets) > 1 else [None]
+        return [([("size", c.name)] + ([] if per is None else [("tokens_per_param", per)]), list(c.set.items()),
+                 f"design.sizes[{i}] ({c.name})") for i, c in enumerate(study.design.sizes) for per in crossed]
     if isinstance(study.design, CrossedDesign):
         return [([(study.design.axis, c.name)], list(c.set.items()), f"design.points[{i}] ({c.name})")
                 for i, c in enumerate(study.design.points)]
     return [(point, point, "") for point in _search_points(study.search, name)]
 
 
-def _scaled_tokens(study: StudySpec, data: dict, where: str) -> dict:
-    """``train.tokens`` = tokens_per_param x the size's non-embedding parameters, rounded to whole
-    batches (at least one)."""
+def _scaled_tokens(study: StudySpec, data: dict, where: str, point) -> dict:
+    """``train.tokens`` = tokens_per_param (the point's, where the ladder is crossed with budgets) x
+    the size's non-embedding parameters, rounded to whole batches (at least one)."""
     from workbench.info import param_counts
     from workbench.specs import ModelSpec
 
-    per = study.design.tokens_per_param if isinstance(study.design, ScalingDesign) else None
-    if per is None:
+    if not isinstance(study.design, ScalingDesign) or not study.design.budgets:
         return data
+    per = dict(point).get("tokens_per_param", study.design.budgets[0])
     try:
         model = ModelSpec.model_validate(data["model"])
     except ValidationError as e:
@@ -374,7 +386,7 @@ def expand(study: StudySpec) -> list[Trial]:
                     data = set_path(data, path, value)
             except PathError as e:
                 raise SpecError(f"{where} ({name}){' ' + at if at else ''}: {e}") from None
-            data = _scaled_tokens(study, data, f"{where} ({name}) {at}")
+            data = _scaled_tokens(study, data, f"{where} ({name}) {at}", point)
             if study.resources.workers is not None and not _sets_workers(study.base, all_edits):
                 data = set_path(data, "train.workers", study.resources.workers)
             for seed in study.seeds:

@@ -218,3 +218,39 @@ def test_parse_count(text, value):
 def test_parse_count_names_bad_text(text):
     with pytest.raises(ValueError, match="count"):
         parse_count(text)
+
+
+def test_a_ladder_crossed_with_token_budgets_expands_and_fits_the_chinchilla_form():
+    """tokens_per_param as a list crosses each size with those budgets (train.tokens follows each),
+    and the study's fit is then L(N, D), recovered from runs drawn from a known law."""
+    import polars as pl
+
+    from workbench.info import param_counts
+    from workbench.scaling_study import fit_study
+    from workbench.study import StudySpec, expand
+
+    sizes = [{"name": f"d{d}", "set": {"model.d_model": d}} for d in (32, 64, 96, 128)]
+    study = StudySpec.model_validate({
+        "name": "chinchilla", "base": {"model": {"preset": "fox_pro", "vocab_size": 256, "n_layers": 2, "n_heads": 2},
+                                       "data": {"kind": "builtin", "context": 64}, "train": {"batch_size": 4}},
+        "design": {"kind": "scaling", "sizes": sizes, "tokens_per_param": [5, 20],
+                   "variants": [{"name": "FoX", "set": {"model.attention.forget_gate": "data_dependent"}}],
+                   "extrapolate_to": "10M"}})
+    trials = expand(study)
+    assert [t.point_label for t in trials[:2]] == ["size=d32, tokens_per_param=5", "size=d32, tokens_per_param=20"]
+    for t in trials:
+        n = param_counts(t.spec.model)["non_embedding"]
+        assert abs(t.spec.train.tokens - dict(t.search_point)["tokens_per_param"] * n) <= 256
+    E, A, alpha, B, beta = 1.5, 40.0, 0.35, 200.0, 0.3
+    rng = np.random.default_rng(0)
+    rows = []
+    for t in trials:
+        n, d = param_counts(t.spec.model)["non_embedding"], t.spec.train.tokens
+        for seed in range(3):
+            rows.append({"variant": "FoX", "seed": seed, "status": "FINISHED", "n_params_non_embedding": float(n),
+                         "train_tokens": float(d), "val_loss": (E + A / n**alpha + B / d**beta) * (1 + rng.normal(0, 0.002))})
+    _, (fit,), _ = fit_study(pl.DataFrame(rows), ["FoX"], "10M")
+    assert fit.form == "ND" and fit.status in ("ok", "point_only")
+    assert fit.extrapolate_tokens == pytest.approx(20 * 10e6, rel=0.05)
+    truth = E + A / 10e6**alpha + B / (fit.extrapolate_tokens) ** beta
+    assert fit.prediction.value == pytest.approx(truth, rel=0.03)
