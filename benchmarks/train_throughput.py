@@ -106,14 +106,21 @@ def launch(args, argv) -> int:
     common.write(args.out, "train_launch", {"runs": runs, "gpus": gpus, "steps": args.steps}, argv)
     print(f"\n{'path':<22} {'tokens/s':>10} {'x plain':>8} {'MFU':>6} {'val_loss':>9} {'loss vs plain':>14}")
     for r in runs:
-        if "error" in r:
-            print(f"{r['path']:<22}  error: {r['error'][:160]}")
+        mfu = _mfu_or_error(r, f"{r['path']:<22}", 160)
+        if mfu is None:
             continue
-        mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") else "n/a"
         diff = f"{r['loss_max_rel_diff']:.2e}" if r.get("loss_max_rel_diff") is not None else ""
         print(f"{r['path']:<22} {r['tokens_per_s']:>10,.0f} {r.get('over_plain', 0):>7.3f}x {mfu:>6} "
               f"{r['val_loss']:>9.4f} {diff:>14}")
     return 0 if all("error" not in r for r in runs) else 1
+
+
+def _mfu_or_error(r: dict, label: str, width: int) -> str | None:
+    """A run's MFU cell; None (with its error printed) for a run that failed."""
+    if "error" in r:
+        print(f"{label}  error: {r['error'][:width]}")
+        return None
+    return f"{100 * r['mfu']:.1f}%" if r.get("mfu") else "n/a"
 
 
 def main(argv=None) -> int:
@@ -151,10 +158,9 @@ def main(argv=None) -> int:
                                                         "first_over_each": ratios}, argv)
     print(f"\n{'trial':<52} {'run':>3} {'tokens/s':>10} {'MFU':>6} {'val_loss':>9}")
     for r in runs:
-        if "error" in r:
-            print(f"{r['trial']:<52} {r['repeat']:>3}  error: {r['error'][:80]}")
+        mfu = _mfu_or_error(r, f"{r['trial']:<52} {r['repeat']:>3}", 80)
+        if mfu is None:
             continue
-        mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") else "n/a"
         print(f"{r['trial']:<52} {r['repeat']:>3} {r['tokens_per_s']:>10,.0f} {mfu:>6} {r['val_loss']:>9.3f}")
     for trial, ratio in ratios.items():
         if trial != args.trials[0] and ratio:

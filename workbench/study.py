@@ -54,6 +54,12 @@ class CumulativeDesign(Spec):
     steps: list[Change] = Field(min_length=1)
 
 
+def _check_compare_to(compare_to: str | None, variants: list[Change]) -> None:
+    names = [v.name for v in variants]
+    if compare_to is not None and compare_to not in names:
+        raise ValueError(f"compare_to: {compare_to!r} is not a variant; the variants are {names}")
+
+
 class VariantsDesign(Spec):
     kind: Literal["variants"]
     variants: list[Change] = Field(min_length=1)
@@ -61,9 +67,7 @@ class VariantsDesign(Spec):
 
     @model_validator(mode="after")
     def _known_comparison(self):
-        names = [v.name for v in self.variants]
-        if self.compare_to is not None and self.compare_to not in names:
-            raise ValueError(f"compare_to: {self.compare_to!r} is not a variant; the variants are {names}")
+        _check_compare_to(self.compare_to, self.variants)
         return self
 
 
@@ -97,8 +101,7 @@ class ScalingDesign(Spec):
         for key, names in (("sizes", [c.name for c in self.sizes]), ("variants", [c.name for c in self.variants])):
             if len(set(names)) != len(names):
                 raise ValueError(f"{key}: names must be unique, got {names}")
-        if self.compare_to is not None and self.compare_to not in [v.name for v in self.variants]:
-            raise ValueError(f"compare_to: {self.compare_to!r} is not a variant; the variants are {[v.name for v in self.variants]}")
+        _check_compare_to(self.compare_to, self.variants)
         if self.extrapolate_to is not None:
             from workbench.scaling import parse_count
 
@@ -119,9 +122,7 @@ class CrossedDesign(Spec):
 
     @model_validator(mode="after")
     def _known_comparison(self):
-        names = [v.name for v in self.variants]
-        if self.compare_to is not None and self.compare_to not in names:
-            raise ValueError(f"compare_to: {self.compare_to!r} is not a variant; the variants are {names}")
+        _check_compare_to(self.compare_to, self.variants)
         return self
 
 

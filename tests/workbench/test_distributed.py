@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.workbench.test_run import free_port, stop_ray_head, trial_runs, wb
+from tests.workbench.test_run import MINI_BASE, free_port, stop_ray_head, trial_runs, wb
 from workbench.errors import SpecError
 from workbench.sharding import Shard, check_divisible, shard_batches
 from workbench.specs import TrialSpec
@@ -25,8 +25,7 @@ BIN = Path(sys.executable).parent
 # Steps of 4 x 3 sequences: two workers take 6 each, as 2 micro-batches of 3 that straddle the
 # spec's micro-batches, so the split, the accumulation and the averaging are all exercised.
 TINY = {
-    "model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2,
-              "mlp": {"kind": "swiglu", "intermediate_size": 64}},
+    "model": MINI_BASE["model"],
     "data": {"kind": "builtin", "context": 32, "max_bytes": 300000},
     "train": {"tokens": 20 * 12 * 32, "batch_size": 4, "grad_accum": 3, "cpu_threads": 1, "lr": 3e-3,
               "eval_every_tokens": 10 * 12 * 32, "eval_batches": 1, "checkpoint_every_tokens": 5 * 12 * 32},
