@@ -123,6 +123,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     from workbench.tracking import local_tracking_uri
 
     workdir = Path(args.workdir)
+    if args.serve and not 0 <= args.port <= 65535:
+        raise SpecError(f"--port {args.port}: a port is 0-65535 (0: any free one)")
     if args.tracking_uri is None and not (workdir / "mlflow.db").exists():
         raise SpecError(f"--workdir {workdir}: no tracking store here (mlflow.db); run a study first")
     out = Path(args.out) if args.out else workdir / "dashboard"

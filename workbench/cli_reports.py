@@ -101,12 +101,37 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
         print(f"{name:<{width}} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  "
               f"{t.spec.train.tokens:>13,}  {flops:>11.3g}  {text}{also}")
     if study.search is not None and study.search.confirm is not None:
-        confirm = study.search.confirm
-        print(f"then the confirmation: each variant's best search point by {confirm.metric} on seeds "
-              f"{', '.join(map(str, confirm.seeds))} (chosen once the search has finished)")
+        confirm_lines(study, store, runs, done == len(trials))
+    if getattr(args, "rerun", None):
+        from workbench import rerun
+
+        hashes = rerun.select(trials, runs, args.rerun)  # a selector that names nothing is refused here too
+        print(f"--rerun would delete the tracked runs and checkpoints of {len(hashes)} trial(s) and run them "
+              f"afresh: {', '.join(sorted(hashes)) or 'none'}")
     if args.effect is not None:
         plan_seeds(study, workdir, args)
     return 0
+
+
+def confirm_lines(study, store, runs: list, searched: bool) -> None:
+    """The confirmation stage of a tune-then-confirm study: its trials once the search has
+    finished (each variant's chosen point, workbench/confirm.py), else what it will be."""
+    from workbench import status
+    from workbench.confirm import choose, confirmation_trials
+
+    confirm = study.search.confirm
+    choices = choose(study, runs) if searched else {}
+    if not choices:
+        print(f"then the confirmation: each variant's best search point by {confirm.metric} on seeds "
+              f"{', '.join(map(str, confirm.seeds))} (chosen once the search has finished)")
+        return
+    print(f"then the confirmation, at each variant's best search point by {confirm.metric}:")
+    trials = confirmation_trials(study, choices)
+    states = {s.spec_hash: s for s in status.trial_states(store, runs, trials)}
+    for t in trials:
+        s = states.get(t.spec_hash)
+        text = "to run" if s is None else "done" if s.state == "finished" else s.state
+        print(f"  {t.variant} [{t.point_label}]  seed {t.seed}  {t.spec_hash}  {text}")
 
 
 def plan_seeds(study, workdir, args: argparse.Namespace) -> None:

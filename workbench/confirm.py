@@ -101,5 +101,9 @@ def run_confirmed(study: StudySpec, workdir: Path, run_study, **kw):
         print(f"confirm  {c.variant}: {c.label}  ({study.search.confirm.metric} {c.mean:.4f} over {c.n_seeds} seed(s))", flush=True)
     kw["rerun_selectors"] = None  # a rerun redoes search trials; the confirmation follows from them
     second = run_study(study.model_copy(update={"search": None}), workdir, trials=confirmation_trials(study, choices), **kw)
-    return replace(second, trials=first.trials + second.trials, done={**first.done, **second.done},
-                   outcomes={**first.outcomes, **second.outcomes})
+    # Counted once: a confirmation trial that is a search trial is one trial, and what the first
+    # stage finished now was not done before this run.
+    searched = {t.spec_hash for t in first.trials}
+    done = {**first.done, **{h: r for h, r in second.done.items() if h not in first.outcomes}}
+    return replace(second, trials=first.trials + [t for t in second.trials if t.spec_hash not in searched],
+                   done=done, outcomes={**first.outcomes, **second.outcomes})

@@ -134,3 +134,10 @@ def test_a_store_that_stops_taking_writes_stops_the_study_with_a_sentence(tmp_pa
     assert rc == 1 and "Traceback" not in driver.stderr, driver.stderr[-3000:]
     assert "the study stopped before its end: the tracking store could not be written: attempt to write a readonly database" \
         in driver.stdout, driver.stdout[-3000:]
+
+
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_a_port_out_of_range_is_refused_with_the_range(tmp_path, port):
+    proc = wb("dashboard", "--workdir", tmp_path, "--serve", "--port", port, timeout=60)
+    one_error(proc, "--port", 2)
+    assert f"--port {port}: a port is 0-65535" in proc.stderr

@@ -62,3 +62,12 @@ def test_rerun_and_a_deleted_run_train_the_trial_again_from_scratch(tmp_path):
     assert [r.info.status for r in retrained] == ["FINISHED"] and trained_steps(workdir, retrained[0]) == STEPS
     result = json.loads((workdir / "trials" / base.data.tags["spec_hash"] / "result.json").read_text())
     assert result["steps"] == STEPS and result["val_loss"] == base.data.metrics["val_loss"]
+
+
+def test_a_dry_run_checks_the_rerun_selectors_and_says_what_they_would_delete(tmp_path):
+    study = write_study(tmp_path)
+    bad = wb("run", study, "--workdir", tmp_path / "w", "--dry-run", "--rerun", "bogus", timeout=120)
+    assert bad.returncode == 2 and "--rerun 'bogus': no trial of the study" in bad.stderr, bad.stderr
+    good = wb("run", study, "--workdir", tmp_path / "w", "--dry-run", "--rerun", "no gate", timeout=120)
+    assert good.returncode == 0 and "--rerun would delete the tracked runs and checkpoints of 1 trial(s)" in good.stdout
+    assert not (tmp_path / "w").exists()
