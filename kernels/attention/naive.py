@@ -11,12 +11,47 @@ import math
 import torch
 
 
-@torch.compiler.disable
+# c = cumsum(log f) as an op of our own: opaque to Inductor, whose split scan of this cumsum fails
+# to generate CUDA code when there are few rows to scan (InductorError on the H200, torch 2.11);
+# as an op it stays in the compiled graph (fullgraph holds) and runs as ATen's cumsum.
+@torch.library.custom_op("fox_workbench::gate_cumsum", mutates_args=())
+def _gate_cumsum_op(log_f: torch.Tensor) -> torch.Tensor:
+    return log_f.to(torch.float32).cumsum(dim=1).transpose(1, 2).contiguous()
+
+
+@_gate_cumsum_op.register_fake
+def _(log_f):
+    B, T, H = log_f.shape
+    return log_f.new_empty((B, H, T), dtype=torch.float32)
+
+
+@torch.library.custom_op("fox_workbench::gate_cumsum_bwd", mutates_args=())
+def _gate_cumsum_bwd_op(grad: torch.Tensor, dtype_like: torch.Tensor) -> torch.Tensor:
+    """d log f = the reverse cumsum of dc over T, back in (B, T, H) and log f's dtype."""
+    return grad.flip(-1).cumsum(-1).flip(-1).transpose(1, 2).to(dtype_like.dtype).contiguous()
+
+
+@_gate_cumsum_bwd_op.register_fake
+def _(grad, dtype_like):
+    B, H, T = grad.shape
+    return grad.new_empty((B, T, H), dtype=dtype_like.dtype)
+
+
+def _gate_cumsum_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0].new_empty(0))
+
+
+def _gate_cumsum_backward(ctx, grad):
+    (like,) = ctx.saved_tensors
+    return _gate_cumsum_bwd_op(grad, like)
+
+
+_gate_cumsum_op.register_autograd(_gate_cumsum_backward, setup_context=_gate_cumsum_setup)
+
+
 def _gate_cumsum(log_f: torch.Tensor) -> torch.Tensor:
-    """c = cumsum(log f) over T in fp32, (B, T, H) -> (B, H, T). Left out of torch.compile's graph:
-    Inductor (torch 2.11) fails to generate CUDA code for this scan when there are few rows to
-    scan (it splits the scan; InductorError on the H200), so the compiled reference runs it eagerly."""
-    return log_f.to(torch.float32).cumsum(dim=1).transpose(1, 2)
+    """c = cumsum(log f) over T in fp32, (B, T, H) -> (B, H, T)."""
+    return _gate_cumsum_op(log_f)
 
 
 def forgetting_attention_naive(
