@@ -60,6 +60,11 @@ class Driver:
     def _ray_lost(self, reason: str) -> None:
         self.stops.request("ray", reason)
         progress.say(f"error: {reason}; closing the study's runs")
+        if self.report is None:
+            # Called from Python (run_study without a report): the process is the caller's, not
+            # ours to end; the study stops at Tune's next check and run_study returns.
+            self.close()
+            return
         if not self.lock.acquire(timeout=10):  # a write stuck on the store: close without it
             os._exit(1)
         try:

@@ -89,7 +89,7 @@ def _answers(address: str, timeout: float) -> bool:
         return False
 
 
-def watch_gcs(address: str, on_lost, period_s: float = 1.0, misses: int = 3) -> threading.Event:
+def watch_gcs(address: str, on_lost, period_s: float = 1.0, misses: int = 5) -> threading.Event:
     """Call ``on_lost(reason)`` from a thread once the GCS at ``address`` refuses ``misses``
     connections in a row (about ``misses * period_s`` seconds); set the returned event to stop."""
     done = threading.Event()
@@ -97,7 +97,7 @@ def watch_gcs(address: str, on_lost, period_s: float = 1.0, misses: int = 3) -> 
     def watch():
         failed = 0
         while not done.wait(period_s):
-            failed = 0 if _answers(address, period_s) else failed + 1
+            failed = 0 if _answers(address, 2 * period_s) else failed + 1  # a loaded machine answers late
             if failed >= misses:
                 on_lost(f"the Ray cluster stopped answering (its GCS at {address} is gone; "
                         f"noticed {time.strftime('%H:%M:%S')})")
