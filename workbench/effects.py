@@ -23,13 +23,11 @@ def effects(rows: pl.DataFrame, axis_values: list[str]) -> list[dict]:
 
 
 def axis_labels(study) -> list[str]:
-    """The point labels of a scaling or crossed design, in its order (workbench.study.Trial.point_label)."""
-    d = study.design
-    if d.kind == "scaling":
-        if len(d.budgets) > 1:
-            return [f"size={c.name}, tokens_per_param={per:.4g}" for c in d.sizes for per in d.budgets]
-        return [f"size={c.name}" for c in d.sizes]
-    return [f"{d.axis}={c.name}" for c in d.points]
+    """The point labels of a scaling or crossed design, in its order: its trials' own labels
+    (workbench.study.Trial.point_label of the points the expansion uses)."""
+    from workbench.study import Trial, _points
+
+    return [Trial("", 0, None, tuple(point)).point_label for point, _, _ in _points(study, "")]
 
 
 def grid_effects(runs: pl.DataFrame, axes: list, metric: str) -> list[dict]:
