@@ -14,8 +14,8 @@
 #   bash benchmarks/gpu.sh ray-train   # 125M FoX (Pro): plain, Ray Train 1 worker DDP / FSDP, and
 #                                      # N workers where N > 1 GPUs (~4 min on one GPU)
 #
-# On the GPU machine, first: the install line of ../shared/device/README.md (PYTHONPATH on the
-# checkout and the wheels). The peers' code lives in the git-ignored .peers/ (docs/kernels.md).
+# On the GPU machine, first: the workbench's dependencies installed (torch and triton as the machine
+# has them; pip install of the rest, or wheels carried in), and PYTHONPATH on the checkout. The peers' code lives in the git-ignored .peers/ (docs/kernels.md).
 set -u
 OUT=${OUT:-/tmp/bench-out}
 mkdir -p "$OUT"

@@ -73,8 +73,8 @@ def curve(out):
 
 
 def test_a_killed_run_resumes_to_the_same_loss_curve(tmp_path):
-    """Bit for bit with one CPU thread (README, "A trial"): with more, CPU reductions are not
-    promised to be bitwise equal across processes."""
+    """Bit for bit with one CPU thread (README, "The workflow", **A trial**): with more, CPU
+    reductions are not promised to be bitwise equal across processes."""
     trial = small_trial(tmp_path, checkpoint_every_tokens=20_000, cpu_threads=1)
     straight = wb_train(trial, tmp_path / "straight")
     assert straight.returncode == 0, straight.stderr[-2000:]
