@@ -12,6 +12,8 @@ worker count); Ray's checkpoint copies would double them on disk and add nothing
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -169,6 +171,8 @@ def run_workers(spec, out: Path, cpus: float = 1.0, gpu: float | None = None) ->
     if started:
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False, log_to_driver=True,
                  configure_logging=False)
+    main = threading.current_thread() is threading.main_thread()
+    sigint = signal.getsignal(signal.SIGINT) if main else None
     try:
         check_cluster([(spec.train.workers, cpus, gpu)], "train.workers")
         try:
@@ -176,6 +180,10 @@ def run_workers(spec, out: Path, cpus: float = 1.0, gpu: float | None = None) ->
         except Exception as e:
             raise TrainError(_failure_text(e)) from None
     finally:
+        if main:
+            # Ray Train's fit leaves its own Ctrl-C handler installed, which aborts its (finished)
+            # controller: the caller's handler comes back.
+            signal.signal(signal.SIGINT, sigint)
         if started:
             ray.shutdown()
     return json.loads((out / "result.json").read_text())

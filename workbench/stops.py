@@ -48,10 +48,14 @@ class Stops:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
+        _ACTIVE.pop(id(self), None)
 
     def stopper(self):
-        """A Tune stopper that stops the whole experiment once a reason is given. (Tune pickles its
-        run settings: the stopper finds this object through the module, not a reference.)"""
+        """A Tune stopper that stops the whole experiment once a reason is given. Tune pickles its
+        run settings (into its experiment state): the stopper carries only this object's key and
+        finds the object through the module when asked, so nothing of the driver's is pickled (the
+        signal handlers it holds may close over actors of a Ray session that has ended, which Ray
+        cannot serialise: it ends the process)."""
         from ray import tune
 
         _ACTIVE[id(self)] = self
@@ -62,12 +66,19 @@ class Stops:
                 return False
 
             def stop_all(self):
-                return bool(_ACTIVE.get(key))
+                from workbench.stops import stopped
+
+                return stopped(key)
 
         return StopAll()
 
 
-_ACTIVE: dict[int, Stops] = {}
+_ACTIVE: dict[int, Stops] = {}  # the drivers' Stops by id, while their study runs
+
+
+def stopped(key: int) -> bool:
+    """Whether the Stops of ``key`` (``id`` of a driver's Stops) holds a reason."""
+    return bool(_ACTIVE.get(key))
 
 
 def gcs_address() -> str | None:

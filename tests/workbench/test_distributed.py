@@ -92,7 +92,9 @@ def test_two_workers_train_as_one_worker_does(local_ray, one_worker, tmp_path, p
     from workbench.ray_train import run_workers
 
     reference, plain = one_worker
+    ctrl_c = signal.getsignal(signal.SIGINT)
     result = run_workers(tiny(workers=2, parallel=parallel), tmp_path, cpus=1)
+    assert signal.getsignal(signal.SIGINT) is ctrl_c  # Ray Train's handler does not outlive the fit
     assert_same_curve(losses(tmp_path / "metrics.jsonl"), losses(reference / "metrics.jsonl"))
     assert result["workers"] == 2 and result["parallel"] == parallel
     assert result["spec_hash"] == plain["spec_hash"]  # workers and parallel are not the identity

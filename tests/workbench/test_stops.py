@@ -98,3 +98,28 @@ def test_a_lost_ray_cluster_ends_the_study_with_its_summary_within_30_s(tmp_path
     statuses = [r.info.status for r in runs(workdir, "lost")]
     assert statuses and "RUNNING" not in statuses and "KILLED" in statuses
     assert [r.info.status for r in runs(workdir, "lost", "study")] == ["FAILED"]
+
+
+def test_the_stopper_tune_pickles_carries_nothing_of_the_drivers():
+    """Tune pickles its run settings, the stopper among them. The driver's Stops hold the signal
+    handlers they replaced, which may close over what cannot be pickled (Ray Train leaves a Ctrl-C
+    handler holding its controller; pickling the actor of a Ray session that has ended ends the
+    process): the stopper carries a key, not the Stops."""
+    import threading
+
+    import ray.cloudpickle
+
+    from workbench.stops import Stops
+
+    lock = threading.Lock()  # cannot be pickled, as the stale actor cannot
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: lock.acquire())
+    stops = Stops().install()
+    try:
+        stopper = ray.cloudpickle.loads(ray.cloudpickle.dumps(stops.stopper()))
+        assert not stopper.stop_all()
+        stops.request("interrupted", "interrupted (test)")
+        assert stopper.stop_all()  # the copy finds the driver's Stops by its key
+    finally:
+        stops.uninstall()
+        signal.signal(signal.SIGINT, previous)
+    assert not stopper.stop_all()  # uninstalled: forgotten
