@@ -7,6 +7,7 @@ import pytest
 
 from workbench import scaling_solve as solve
 from workbench.scaling import FitOptions, compare, crossing, fit_law, parse_count
+from workbench.scaling_cross import first_crossing, size_grid
 from workbench.scaling_ladder import Ladder, draw_points, seed_means
 
 # The reference ladder: 5 sizes log-spaced over 1M..30M parameters, 3 seeds each.
@@ -126,6 +127,18 @@ def test_laws_that_do_not_cross_give_none_with_a_reason():
     assert c.n is None and "no crossing" in c.reason and "X is lower throughout" in c.reason
     assert c.share_crossing <= 0.05
     assert json.loads(json.dumps(c.to_dict()))["n"] is None
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_first_crossing_reads_rows_without_a_sign_change_without_overflow():
+    """A row that never changes sign has no crossing: its nearly flat difference (d0 - d1 ~ 1e-15)
+    is not interpolated (it used to overflow exp); a row that does change sign is read as before."""
+    grid = size_grid(1e6, 1e8)
+    flat = 1.0 - 1e-15 * np.arange(len(grid))
+    falling = np.log(grid) - np.log(1e7)
+    at, count, sign = first_crossing(grid, np.stack([flat, -falling]))
+    assert np.isnan(at[0]) and count[0] == 0 and sign[0] == 0
+    assert at[1] == pytest.approx(1e7, rel=1e-6) and count[1] == 1 and sign[1] == -1
 
 
 def _runs(sizes, losses):
