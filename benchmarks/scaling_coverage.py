@@ -129,19 +129,20 @@ def law_row(k: int, seeds: int, sigma: float, resample_points: bool, reps: int, 
             "refusal": refusal, "fits": len(rows["E"]), "statuses": statuses, **summarise(rows, truths)}
 
 
-def crossing_rows(k: int, seeds: int, sigma: float, reps: int, n_boot: int) -> list[dict]:
-    """X against each law of PAIRS on the same ladder shape, fitted with the same options (as a
-    study fits its variants): per pair how often the point fits cross, the crossing size's
-    interval, and the share of bootstrap pairs that cross."""
+def crossing_rows(k: int, seeds: int, sigma: float, reps: int, n_boot: int, pairs: tuple = tuple(PAIRS)) -> list[dict]:
+    """X against each law of PAIRS named in `pairs` on the same ladder shape, fitted with the same
+    options (as a study fits its variants): per pair how often the point fits cross, the crossing
+    size's interval, and the share of bootstrap pairs that cross."""
     sizes, rng = sizes_of(k), np.random.default_rng(2025)
-    found = {name: [] for name in PAIRS}
-    rows = {name: [] for name in PAIRS}
-    shares = {name: [] for name in PAIRS}
+    found = {name: [] for name in pairs}
+    rows = {name: [] for name in pairs}
+    shares = {name: [] for name in pairs}
     for rep in range(reps):
         opts = FitOptions(n_boot=n_boot, seed=rep)
         x = fit_law("X", np.repeat(sizes, seeds), noisy(rng, loss_of(LAW, sizes), seeds, sigma),
                     extrapolate_to="360M", options=opts)
-        for name, (e, a) in PAIRS.items():
+        for name in pairs:
+            e, a = PAIRS[name]
             y = fit_law("Y", np.repeat(sizes, seeds), noisy(rng, loss_of({**LAW, "E": e, "A": a}, sizes), seeds, sigma),
                         options=opts)
             c = crossing(x, y)
@@ -150,8 +151,8 @@ def crossing_rows(k: int, seeds: int, sigma: float, reps: int, n_boot: int) -> l
             rows[name].append((np.nan, np.nan, np.nan) if c.n is None else
                               (c.n.value, np.nan if c.n.lo is None else c.n.lo, np.nan if c.n.hi is None else c.n.hi))
     out = []
-    for name, (e, a) in PAIRS.items():
-        truth = CROSS_AT.get(name)
+    for name in pairs:
+        (e, a), truth = PAIRS[name], CROSS_AT.get(name)
         row = {"family": "crossing", "sizes": k, "seeds": seeds, "noise_nats": sigma, "pair": name,
                "law_y": f"{e} + {a:.2f} / N^0.34", "truth": truth, "fits": reps,
                "found": round(float(np.mean(found[name])), 3),
