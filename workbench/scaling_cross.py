@@ -26,7 +26,9 @@ def first_crossing(sizes: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, np.
     rows = np.arange(len(diff))
     d0, d1 = diff[rows, j], diff[rows, j + 1]
     x = np.log(sizes)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        t = d0 / (d0 - d1)
+    # Interpolate rows that change sign only: there d0 and d1 have opposite signs, so t lies in
+    # [0, 1]. Elsewhere j is 0 and d0 / (d0 - d1) is meaningless (unbounded when d0 is close to d1).
+    crosses = count > 0
+    t = np.divide(d0, d0 - d1, out=np.zeros_like(d0), where=crosses)
     at = np.exp(x[j] + t * (x[j + 1] - x[j]))
-    return np.where(count > 0, at, np.nan), count, np.where(count > 0, np.sign(d1), 0.0)
+    return np.where(crosses, at, np.nan), count, np.where(crosses, np.sign(d1), 0.0)

@@ -13,10 +13,17 @@ from workbench import scaling
 
 def study_fits(runs: pl.DataFrame, order: list[str], extrapolate_to: str | float | None = None,
                n_boot: int = 200) -> dict:
-    """``{"fits": {variant: LawFit as JSON}, "crossings": [Crossing as JSON]}`` of the scaling
-    study whose runs these are (FINISHED ones, not stopped early), variants in ``order``."""
+    """``{"fits": {variant: LawFit as JSON with "crossing"}, "crossings": [Crossing as JSON]}`` of
+    the scaling study whose runs these are (FINISHED ones, not stopped early), variants in
+    ``order``. A variant's ``crossing`` maps every other variant to their pair's Crossing as JSON
+    where the laws cross (its size ``n`` with the interval), else None; ``crossings`` holds every
+    pair in order, with the reason where they do not cross."""
     _, fits, crossings = fit_study(runs, order, extrapolate_to, n_boot)
-    return {"fits": {f.variant: f.to_dict() for f in fits}, "crossings": [c.to_dict() for c in crossings]}
+    out = {f.variant: {**f.to_dict(), "crossing": {}} for f in fits}
+    for c in crossings:
+        a, b = c.variants
+        out[a]["crossing"][b] = out[b]["crossing"][a] = None if c.n is None else c.to_dict()
+    return {"fits": out, "crossings": [c.to_dict() for c in crossings]}
 
 
 def ladder_runs(runs: pl.DataFrame) -> pl.DataFrame:

@@ -75,8 +75,9 @@ class ScalingDesign(Spec):
     """A ladder of model sizes (smallest first) applied to each variant; ``tokens_per_param`` makes
     each size's ``train.tokens`` follow its non-embedding parameter count (else the base's tokens);
     a list of them crosses the ladder with those token budgets (a law L(N, D) is then fitted).
-    Each variant gets a law fitted to its ladder (docs/scaling.md); ``extrapolate_to`` (parameters,
-    "360M") is where each law predicts the loss."""
+    Each variant gets a law fitted to its ladder (docs/scaling.md), so a ladder has as many sizes as
+    the law needs (``min_sizes``); ``extrapolate_to`` (parameters, "360M") is where each law
+    predicts the loss."""
 
     kind: Literal["scaling"]
     sizes: list[Change]
@@ -91,13 +92,28 @@ class ScalingDesign(Spec):
         per = self.tokens_per_param
         return [] if per is None else [per] if not isinstance(per, list) else list(per)
 
+    @property
+    def min_sizes(self) -> int:
+        """The fewest sizes whose law can be fitted (workbench.scaling refuses fewer): L(N) has 3
+        parameters and needs a point more; L(N, D) (several budgets) needs 3 sizes, each at 2+ budgets."""
+        return 4 if len(self.budgets) < 2 else 3
+
+    @property
+    def law_needs(self) -> str:
+        """Why a ladder needs min_sizes sizes, for the errors that refuse a shorter one."""
+        if len(self.budgets) < 2:
+            return ("a ladder needs at least 4 sizes: its law L(N) = E + A/N^alpha has 3 parameters, and a fit "
+                    "needs a point more (docs/scaling.md)")
+        return ("a ladder crossed with token budgets needs at least 3 sizes: its law L(N, D) = E + A/N^alpha + "
+                "B/D^beta tells its two terms apart from 3 sizes and 3 token counts on (docs/scaling.md)")
+
     @model_validator(mode="after")
     def _a_ladder(self):
         if isinstance(self.tokens_per_param, list) and (len(self.tokens_per_param) < 1
                                                         or len(set(self.tokens_per_param)) != len(self.tokens_per_param)):
             raise ValueError(f"tokens_per_param: a list of distinct budgets, got {self.tokens_per_param}")
-        if len(self.sizes) < 2:
-            raise ValueError(f"sizes: a ladder needs at least 2 sizes (a law L(N) is fitted on 4 or more); got {len(self.sizes)}")
+        if len(self.sizes) < self.min_sizes:
+            raise ValueError(f"sizes: {self.law_needs}; got {len(self.sizes)}")
         for key, names in (("sizes", [c.name for c in self.sizes]), ("variants", [c.name for c in self.variants])):
             if len(set(names)) != len(names):
                 raise ValueError(f"{key}: names must be unique, got {names}")
@@ -399,8 +415,29 @@ def expand(study: StudySpec) -> list[Trial]:
                 trials.append(Trial(name, seed, spec, tuple(point), optuna_samples=samples))
     trials = _merge_aliases(trials)
     if isinstance(study.design, ScalingDesign):
+        _check_distinct_sizes(study.design, trials)
         _check_extrapolation(study.design, trials)
     return trials
+
+
+def _check_distinct_sizes(design: ScalingDesign, trials: list[Trial]) -> None:
+    """Every variant's sizes must differ in parameters, as many as its law needs: two sizes of one
+    non-embedding parameter count are one ladder point to the fit."""
+    from workbench.info import param_counts
+
+    counts: dict[str, dict[int, list[str]]] = {}
+    for t in trials:
+        n = param_counts(t.spec.model)["non_embedding"]
+        size = dict(t.search_point)["size"]
+        for variant in (t.variant, *t.aliases):
+            names = counts.setdefault(variant, {}).setdefault(n, [])
+            if size not in names:
+                names.append(size)
+    for variant, by_n in counts.items():
+        if len(by_n) < design.min_sizes:
+            same = "; ".join(f"{' and '.join(names)}: {n:,}" for n, names in by_n.items() if len(names) > 1)
+            raise SpecError(f"design.sizes: variant {variant!r} gets {len(by_n)} distinct non-embedding parameter "
+                            f"counts from {len(design.sizes)} sizes ({same}); {design.law_needs}")
 
 
 def _check_extrapolation(design: ScalingDesign, trials: list[Trial]) -> None:

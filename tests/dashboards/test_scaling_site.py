@@ -77,6 +77,9 @@ def test_wb_results_fits_a_law_per_variant_and_their_crossing(ladder):
     assert (cross["n"] is None) == (want["n"] is None)
     if want["n"] is not None:
         assert cross["n"] == pytest.approx(want["n"]) and cross["share_crossing"] == pytest.approx(want["share_crossing"])
+    # Under fits, each variant's crossing with the other: the pair's crossing, or null where there is none.
+    pair = got["fits"]["FoX (Pro)"]["crossing"]["no gate"]
+    assert pair == got["fits"]["no gate"]["crossing"]["FoX (Pro)"] == (None if want["n"] is None else cross)
     assert got["rows"][0]["search_point"] == "size=d16"
     text = wb("results", study, "--workdir", workdir)
     assert "laws L(N) = E + A / N^alpha" in text.stdout and "FoX (Pro) vs no gate:" in text.stdout

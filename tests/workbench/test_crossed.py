@@ -53,14 +53,27 @@ def test_the_effect_of_a_variant_along_an_axis_is_paired_per_value(tmp_path):
         assert point["p_value"] == pytest.approx(stats.ttest_1samp(diffs, 0).pvalue)
 
 
+def sizes(*d_models, **extra):
+    """A ladder of sizes named S0, S1, ... at these widths; extra: s<i>=more edits of size i."""
+    return [{"name": f"S{i}", "set": {"model.d_model": d, **extra.get(f"s{i}", {})}} for i, d in enumerate(d_models)]
+
+
 @pytest.mark.parametrize("design,expected", [
     ({"kind": "scaling", "variants": VARIANTS, "sizes": [{"name": "S", "set": {"model.d_model": 32}}]},
-     "sizes: a ladder needs at least 2 sizes"),
-    ({"kind": "scaling", "variants": VARIANTS, "sizes": [{"name": "S", "set": {"model.d_model": 32}},
-                                                          {"name": "M", "set": {"model.d_model": 64, "model.n_heads": 3}}]},
-     "design.sizes[1] (M): 1 problem(s)\n  model: n_heads=3 does not divide d_model=64; pick a divisor of 64"),
-    ({"kind": "scaling", "variants": VARIANTS, "extrapolate_to": "10k",
-      "sizes": [{"name": "S", "set": {"model.d_model": 32}}, {"name": "M", "set": {"model.d_model": 64}}]},
+     "sizes: a ladder needs at least 4 sizes: its law L(N) = E + A/N^alpha has 3 parameters"),
+    ({"kind": "scaling", "variants": VARIANTS, "sizes": sizes(32, 64, 96)},
+     "sizes: a ladder needs at least 4 sizes: its law L(N) = E + A/N^alpha has 3 parameters, and a fit needs a "
+     "point more (docs/scaling.md); got 3"),
+    ({"kind": "scaling", "variants": VARIANTS, "sizes": sizes(32, 64, 96), "tokens_per_param": 20},
+     "sizes: a ladder needs at least 4 sizes"),
+    ({"kind": "scaling", "variants": VARIANTS, "sizes": sizes(32, 64), "tokens_per_param": [5, 20]},
+     "sizes: a ladder crossed with token budgets needs at least 3 sizes: its law L(N, D) = E + A/N^alpha + B/D^beta "
+     "tells its two terms apart from 3 sizes and 3 token counts on (docs/scaling.md); got 2"),
+    ({"kind": "scaling", "variants": VARIANTS, "sizes": sizes(32, 64, 64, 96, s2={"model.attention.rope": "rope"})},
+     "design.sizes: variant 'FoX (Pro)' gets 3 distinct non-embedding parameter counts from 4 sizes (S1 and S2: "),
+    ({"kind": "scaling", "variants": VARIANTS, "sizes": sizes(32, 64, 96, 128, s1={"model.n_heads": 3})},
+     "design.sizes[1] (S1): 1 problem(s)\n  model: n_heads=3 does not divide d_model=64; pick a divisor of 64"),
+    ({"kind": "scaling", "variants": VARIANTS, "extrapolate_to": "10k", "sizes": sizes(32, 64, 96, 128)},
      "design.extrapolate_to: '10k' (10,000 parameters) is not above the ladder"),
     ({"kind": "crossed", "variants": VARIANTS, "axis": "context", "points": [{"name": "64", "set": {"data.context": 64}}]},
      "design.crossed.points: List should have at least 2 items"),

@@ -7,6 +7,7 @@ import pytest
 
 from workbench import scaling_solve as solve
 from workbench.scaling import FitOptions, compare, crossing, fit_law, parse_count
+from workbench.scaling_cross import first_crossing, size_grid
 from workbench.scaling_ladder import Ladder, draw_points, seed_means
 
 # The reference ladder: 5 sizes log-spaced over 1M..30M parameters, 3 seeds each.
@@ -126,6 +127,18 @@ def test_laws_that_do_not_cross_give_none_with_a_reason():
     assert c.n is None and "no crossing" in c.reason and "X is lower throughout" in c.reason
     assert c.share_crossing <= 0.05
     assert json.loads(json.dumps(c.to_dict()))["n"] is None
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_first_crossing_reads_rows_without_a_sign_change_without_overflow():
+    """A row that never changes sign has no crossing: its nearly flat difference (d0 - d1 ~ 1e-15)
+    is not interpolated (it used to overflow exp); a row that does change sign is read as before."""
+    grid = size_grid(1e6, 1e8)
+    flat = 1.0 - 1e-15 * np.arange(len(grid))
+    falling = np.log(grid) - np.log(1e7)
+    at, count, sign = first_crossing(grid, np.stack([flat, -falling]))
+    assert np.isnan(at[0]) and count[0] == 0 and sign[0] == 0
+    assert at[1] == pytest.approx(1e7, rel=1e-6) and count[1] == 1 and sign[1] == -1
 
 
 def _runs(sizes, losses):
@@ -254,3 +267,33 @@ def test_a_ladder_crossed_with_token_budgets_expands_and_fits_the_chinchilla_for
     assert fit.extrapolate_tokens == pytest.approx(20 * 10e6, rel=0.05)
     truth = E + A / 10e6**alpha + B / (fit.extrapolate_tokens) ** beta
     assert fit.prediction.value == pytest.approx(truth, rel=0.03)
+
+
+def test_a_scaling_studys_json_gives_each_pair_its_crossing_or_null_under_fits():
+    """`wb results --format json` of a scaling study (workbench.scaling_study.study_fits): under
+    `fits`, per variant E, A, alpha with intervals, n_points, the prediction, and `crossing`: for
+    every other variant their crossing (size and interval) or null; `crossings` lists every pair
+    with its reason. Y crosses X at 10.0M and Z at 3.0M; Z lies above X throughout."""
+    import polars as pl
+
+    from workbench.scaling_study import study_fits
+
+    rng, rows = np.random.default_rng(11), []
+    for variant, law in (("X", {}), ("Y", dict(E=1.5, A=448.03)), ("Z", dict(E=1.8))):
+        sizes, losses = ladder(rng, 0.005, **law)
+        rows += [{"variant": variant, "status": "FINISHED", "n_params_non_embedding": n, "val_loss": v}
+                 for n, v in zip(sizes, losses)]
+    got = json.loads(json.dumps(study_fits(pl.DataFrame(rows), ["X", "Y", "Z"], "360M", n_boot=50)))
+    assert list(got["fits"]) == ["X", "Y", "Z"]
+    for f in got["fits"].values():
+        assert f["n_points"] == 5 and f["status"] == "ok"
+        assert all(f[k]["lo"] <= f[k]["value"] <= f[k]["hi"] for k in ("E", "A", "alpha", "prediction"))
+    x, y, z = (got["fits"][v]["crossing"] for v in "XYZ")
+    assert set(x) == {"Y", "Z"} and set(y) == {"X", "Z"} and set(z) == {"X", "Y"}
+    assert x["Y"] == y["X"] == got["crossings"][0] and x["Y"]["variants"] == ["X", "Y"]
+    assert x["Y"]["n"]["lo"] <= (48.03 / 0.2) ** (1 / 0.34) <= x["Y"]["n"]["hi"]
+    assert y["Z"] == z["Y"] == got["crossings"][2]
+    assert y["Z"]["n"]["value"] == pytest.approx((48.03 / 0.3) ** (1 / 0.34), rel=0.15)
+    assert x["Z"] is None and z["X"] is None
+    assert [c["variants"] for c in got["crossings"]] == [["X", "Y"], ["X", "Z"], ["Y", "Z"]]
+    assert "X is lower throughout" in got["crossings"][1]["reason"]
