@@ -53,11 +53,11 @@ def points(store, runs: list, tags: dict) -> list[dict]:
         if stopped:
             history = store.client.get_metric_history(r.info.run_id, metric)
             tokens = max((m.step for m in history), default=None)
+        chosen = choice.get(t["variant"], {}).get("point")  # an alias has the choice of the variant it trains as
+        kinds = [STOPPED if stopped else SEARCH] if searched else []
+        if not stopped and chosen is not None and t.get("search_point") == chosen and int(t["seed"]) in seeds:
+            kinds.append(CONFIRMATION)
         for name in [t["variant"], *json.loads(t.get("aliases", "[]"))]:
-            chosen = choice.get(t["variant"], {}).get("point")
-            kinds = [STOPPED if stopped else SEARCH] if searched else []
-            if not stopped and chosen is not None and t.get("search_point") == chosen and int(t["seed"]) in seeds:
-                kinds.append(CONFIRMATION)
             for kind in kinds:
                 for path, value in json.loads(t["search_values"]).items():
                     out.append({"variant": name, "trained_as": t["variant"], "path": path, "value": value,
