@@ -12,7 +12,7 @@ import plotly.io as pio
 import polars as pl
 from plotly.offline import get_plotlyjs
 
-from dashboards import figures
+from dashboards import confirm, figures
 from dashboards.figures import esc
 from workbench import results, table
 from workbench.tracking import Store
@@ -72,6 +72,8 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     info = table.study_info(study, everything, parent_tags=tags)
     rows = table.study_table(everything, info)
     page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(rows, info) + "</section>")
+    if info.choice:  # tune, then confirm: each variant's search beside the table
+        confirm_section(page, store, attempts, tags, info)
     if info.design_kind == "scaling":
         scaling_section(page, everything, info)
     effect_sections(page, everything, info)
@@ -84,11 +86,23 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
         page.html("<p>No finished trials yet.</p>")
         return page.render(), summary
     order = rows.filter(pl.col("n_seeds") > 0)["row"].to_list()
-    curve_sections(page, store, runs, frame, order)
+    curve_sections(page, store, runs, frame, order, sensitivity=not info.choice)
     cost_section(page, frame, info.order)
     page.html(f'<p class="note">{frame.height} finished trial rows from {len(runs)} finished runs '
               f"({len(attempts)} tracked); every number on this page is read from the tracking store.</p>")
     return page.render(), {**summary, "figures": page.n}
+
+
+def confirm_section(page: Page, store: Store, runs: list, tags: dict, info: table.StudyInfo) -> None:
+    """Tune, then confirm: per variant its search, the chosen point and the confirmation runs
+    (dashboards/confirm.py)."""
+    choice, seeds, metric = confirm.choice_of(tags)
+    found = confirm.points(store, runs, tags)
+    if not found:
+        return
+    page.html(f'<section id="search-and-confirmation"><h2>{confirm.TITLE}</h2>')
+    page.figure(confirm.figure(found, choice, info.order, metric))
+    page.html(confirm.summary(found, choice, seeds, info.order, metric) + "</section>")
 
 
 def scaling_section(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> None:
@@ -131,9 +145,11 @@ def _best(rows: pl.DataFrame) -> str:
     return f"{done['row'][0]} ({done['mean'][0]:.3f})" if done.height else ""
 
 
-def curve_sections(page: Page, store: Store, runs: list, frame: pl.DataFrame, order: list[str]) -> None:
-    """Per-position loss, training curves, sensitivity and which heads forget, one curve per row
-    (a variant at one search point: never averaged across searched values)."""
+def curve_sections(page: Page, store: Store, runs: list, frame: pl.DataFrame, order: list[str],
+                   sensitivity: bool = True) -> None:
+    """Per-position loss, training curves, sensitivity (of the search trials alone; a study with a
+    confirmation shows its search in confirm_section instead) and which heads forget, one curve
+    per row (a variant at one search point: never averaged across searched values)."""
     positions = results.per_position(store, runs)
     curves = position_curves(store, runs, frame, order, positions)
     if curves:
@@ -152,8 +168,8 @@ def curve_sections(page: Page, store: Store, runs: list, frame: pl.DataFrame, or
         page.html("<section><h2>Training curves</h2>")
         page.figure(figures.training_curves_figure(training))
         page.html("</section>")
-    searched = results.searched_values(runs)
-    if not searched.is_empty() and "val_loss" in frame.columns:
+    searched = results.searched_values([r for r in runs if r.data.tags.get("stage") != confirm.STAGE])
+    if sensitivity and not searched.is_empty() and "val_loss" in frame.columns:
         points = searched.join(frame.filter(pl.col("alias_of").is_null()).select("run_id", "variant", "val_loss"), on="run_id")
         page.html("<section><h2>Hyperparameter sensitivity</h2>")
         page.figure(figures.sensitivity_figure(points))

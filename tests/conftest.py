@@ -35,3 +35,13 @@ def quickstart(tmp_path_factory):
     proc = subprocess.run([sys.executable, "-m", "workbench.cli", "run", str(ROOT / "studies/quickstart.yaml"),
                            "--workdir", str(workdir)], capture_output=True, text=True, cwd=ROOT, timeout=600)
     return workdir, proc, time.time() - start
+
+
+@pytest.fixture(scope="session")
+def random_search_confirmed(tmp_path_factory):
+    """A tiny tune-then-confirm study with a random search and ASHA, run once for the tests of its
+    store (tests/workbench/test_confirm.py) and of its dashboard page
+    (tests/dashboards/test_confirm_site.py). Returns (workdir, completed process, seconds)."""
+    from tests.workbench.test_confirm import run_random_asha
+
+    return run_random_asha(tmp_path_factory.mktemp("random_asha"))

@@ -118,12 +118,13 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
 def with_confirmation_rows(runs: pl.DataFrame, info: StudyInfo) -> pl.DataFrame:
     """A tune-then-confirm study's confirmation row of a variant (its name alone, no point) holds
     its runs at the chosen point on the confirmation seeds, the search's run of such a trial
-    included (it is the same trial): these rows are the ablation's."""
+    included (it is the same trial): these rows are the ablation's. A name that builds another
+    variant's very trials (an alias) has that variant's choice."""
     if not info.choice or runs.is_empty():
         return runs
-    chosen = pl.lit(False)
+    chosen, trained_as = pl.lit(False), pl.coalesce("alias_of", "variant")
     for variant, point in info.choice.items():
-        chosen = chosen | ((pl.col("variant") == variant) & (pl.col("search_point") == point))
+        chosen = chosen | ((trained_as == variant) & (pl.col("search_point") == point))
     picked = runs.filter(chosen & pl.col("seed").is_in(info.confirm_seeds or []))
     return pl.concat([runs, picked.with_columns(pl.lit("").alias("search_point"), pl.col("variant").alias("row"))],
                      how="vertical_relaxed")

@@ -1,7 +1,8 @@
 """Tune, then confirm (`search.confirm`) end to end on real Ray Tune and MLflow: the search runs, each
 variant's best point is chosen from its finished search trials and recorded on the parent run,
 the confirmation trials run it on their seeds, the table compares them, a driver killed between
-the stages resumes into the confirmation, a rerun adds nothing."""
+the stages resumes into the confirmation, a rerun adds nothing; with a grid, random and Optuna
+search, with and without ASHA, the choice is made among the points that ran to the end."""
 import json
 import os
 import signal
@@ -138,12 +139,22 @@ def test_a_bad_confirmation_gets_one_clear_error_and_writes_nothing(tmp_path, ch
     assert not (tmp_path / "w").exists()
 
 
-def test_an_optuna_search_with_asha_confirms_its_best_finished_draw(tmp_path):
-    """Adaptive draws and early stops: the choice is among the draws that ran to the end."""
+ASHA = {"grace_tokens": 4096, "reduction_factor": 2}
+
+
+@pytest.mark.parametrize("search,stops", [
+    # Adaptive draws and early stops.
+    ({"algorithm": "optuna", "num_samples": 3, "space": {"train.lr": {"loguniform": [0.0001, 0.02]}}, "asha": ASHA}, None),
+    # The grid in this order (one trial at a time): the best first, so that ASHA stops the others.
+    ({"algorithm": "grid", "space": {"train.lr": {"choice": [0.02, 0.0001, 0.001]}}, "asha": ASHA}, True),
+    ({"algorithm": "optuna", "num_samples": 2, "space": {"train.lr": {"loguniform": [0.0001, 0.02]}}}, False),
+], ids=["optuna-asha", "grid-asha", "optuna"])
+def test_a_search_confirms_its_best_finished_point(tmp_path, search, stops):
+    """Optuna with and without ASHA, a grid with it: the choice is among the points that ran to
+    the end, and the confirmation trial runs it (random search with ASHA:
+    test_a_random_search_with_asha_confirms_each_variants_best_finished_draw)."""
     base = {**MINI_BASE, "train": {**MINI_BASE["train"], "eval_every_tokens": 4096}}
-    search = {"algorithm": "optuna", "num_samples": 3, "space": {"train.lr": {"loguniform": [0.0001, 0.02]}},
-              "asha": {"grace_tokens": 4096, "reduction_factor": 2}, "confirm": {"seeds": [1]}}
-    spec = yaml.safe_load(write_study(tmp_path, search=search).read_text())
+    spec = yaml.safe_load(write_study(tmp_path, search={**search, "confirm": {"seeds": [1]}}).read_text())
     spec["base"], spec["design"]["variants"] = base, spec["design"]["variants"][:1]
     path = tmp_path / "tuned.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -151,11 +162,57 @@ def test_an_optuna_search_with_asha_confirms_its_best_finished_draw(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     trials, parent = store(tmp_path / "w")
     search_runs = [r for r in trials if r.data.tags.get("stage") != "confirm"]
-    assert len(search_runs) == 3
+    assert len(search_runs) == search.get("num_samples", 3)
     ran_out = [r for r in search_runs if r.info.status == "FINISHED" and r.data.tags.get("stopped_early") != "true"]
+    if stops is not None:
+        assert (len(ran_out) < len(search_runs)) == stops, [r.data.tags["search_point"] for r in ran_out]
     best = min(ran_out, key=lambda r: r.data.metrics["val_loss"])
     choice = json.loads(parent.data.tags["confirm_choice"])["FoX (Pro)"]
     assert choice["values"]["train.lr"] == float(best.data.params["train.lr"])
     (confirm,) = [r for r in trials if r.data.tags.get("stage") == "confirm"]
     assert confirm.info.status == "FINISHED" and confirm.data.tags["seed"] == "1"
     assert float(confirm.data.params["train.lr"]) == choice["values"]["train.lr"]
+
+
+RANDOM_ASHA = {"algorithm": "random", "num_samples": 3, "space": {"train.lr": {"loguniform": [0.0001, 0.03]}},
+               "asha": ASHA, "confirm": {"seeds": [0, 1], "metric": "val_loss"}}
+
+
+def run_random_asha(folder: Path):
+    """studies/lr_search.yaml's kind of search, tiny: two variants, 3 random draws each with ASHA
+    (validation every 4096 of 16384 tokens, one trial at a time so that its stops are the same on
+    every run), then each variant's best on seeds 0 and 1. Returns (workdir, completed process,
+    seconds); tests/conftest.py's random_search_confirmed runs it once for the tests of the store
+    and of the dashboard."""
+    import time
+
+    base = {**MINI_BASE, "train": {**MINI_BASE["train"], "eval_every_tokens": 4096}}
+    path = write_study(folder, search=RANDOM_ASHA, base=base)
+    start = time.time()
+    proc = wb("run", path, "--workdir", folder / "w", "--max-concurrent", "1")
+    return folder / "w", proc, time.time() - start
+
+
+def test_a_random_search_with_asha_confirms_each_variants_best_finished_draw(random_search_confirmed):
+    """The shipped lr_search's way: random draws per variant, some stopped early by ASHA; each
+    variant's choice is its best draw among those that ran to the end, and its confirmation runs
+    are that draw on seeds 0 (the search trial itself, not run again) and 1."""
+    workdir, proc, _ = random_search_confirmed
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials, parent = store(workdir)
+    search = [r for r in trials if r.data.tags.get("stage") != "confirm"]
+    assert all(r.info.status == "FINISHED" for r in trials) and len(search) == 6
+    stopped = [r for r in search if r.data.tags.get("stopped_early") == "true"]
+    assert stopped, "ASHA stopped no trial: the test no longer tests that the choice leaves them out"
+    choice = json.loads(parent.data.tags["confirm_choice"])
+    for variant in ("FoX (Pro)", "no gate"):
+        mine = [r for r in search if r.data.tags["variant"] == variant]
+        assert len({r.data.params["train.lr"] for r in mine}) == 3  # the variant's own draws
+        best = min((r for r in mine if r not in stopped), key=lambda r: r.data.metrics["val_loss"])
+        lr = float(best.data.params["train.lr"])
+        assert choice[variant]["values"]["train.lr"] == lr and choice[variant]["n_seeds"] == 1
+        assert choice[variant]["mean"] == pytest.approx(best.data.metrics["val_loss"])
+        confirmed = [r for r in trials if r.data.tags["variant"] == variant and r.data.tags.get("stage") == "confirm"]
+        assert [(r.data.tags["seed"], float(r.data.params["train.lr"])) for r in confirmed] == [("1", lr)]
+    hashes = [r.data.tags["spec_hash"] for r in trials]
+    assert len(hashes) == len(set(hashes)) == 8

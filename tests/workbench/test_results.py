@@ -101,3 +101,21 @@ def test_rows_whose_runs_spiked_are_marked_with_the_definition():
     assert "k of n runs spiked" in text and "10x the median gradient norm" in text
     page = ablation_table(table, info)
     assert page.count('class="spike"') == 1 and "2 gradient-norm and 1 loss spikes" in page
+
+
+def test_a_name_that_trains_as_another_variant_has_its_confirmation_row():
+    """Tune, then confirm: two names that build the same model (an alias, as Table 3's "+ output
+    norm" and "FoX (Pro) - KV-shift") are one trial; the choice recorded for the first holds for
+    both, so the alias's confirmation row holds those runs instead of waiting for runs forever."""
+    import polars as pl
+
+    from workbench.table import StudyInfo, study_table
+
+    runs = [{"variant": v, "seed": s, "search_point": p, "val_loss": 3.0 + 0.1 * s + (0.5 if p == "lr=0.001" else 0.0),
+             "alias_of": None} for v in ("base", "x") for s, p in ((0, "lr=0.001"), (0, "lr=0.01"), (1, "lr=0.01"))]
+    runs += [{**r, "variant": "y", "alias_of": "x"} for r in runs if r["variant"] == "x"]
+    info = StudyInfo("s", "base", ["base", "x", "y"], seeds=[0], planned=[("base", ""), ("x", ""), ("y", "")],
+                     confirm_seeds=[0, 1], choice={"base": "lr=0.01", "x": "lr=0.01"})
+    table = {r["row"]: r for r in study_table(pl.DataFrame(runs), info, "val_loss").iter_rows(named=True)}
+    assert table["y"]["n_seeds"] == table["x"]["n_seeds"] == 2 and table["y"]["to_run"] == 0
+    assert abs(table["y"]["mean"] - 3.05) < 1e-12 and table["y"]["comparison"] == "vs base"

@@ -38,3 +38,36 @@ def test_dry_run_lists_each_trial_with_parameters_tokens_and_flops(path, trials,
     assert lines[1].split()[-5:] == ["params", "tokens", "train", "FLOPs", "status"]
     rows = [line for line in lines[2:] if line.endswith("to run")]
     assert len(rows) == trials and all(float(r.split()[-3]) > 0 for r in rows)
+
+
+def test_the_tuned_table3_searches_every_row_then_confirms_it(tmp_path):
+    """studies/fox_table3_tuned.yaml: fox_table3.yaml's rows and size, each row searched over three
+    learning rates on seed 0 and confirmed on 3 seeds, every gated row's gate started at bias 4;
+    its dry run lists the search and says what follows it."""
+    import subprocess
+    import sys
+
+    table3 = expand(validate(StudySpec, read_yaml(str(ROOT / "studies/fox_table3.yaml")), "fox_table3"))
+    study = validate(StudySpec, read_yaml(str(ROOT / "studies/fox_table3_tuned.yaml")), "fox_table3_tuned")
+    trials = expand(study)
+    assert len(trials) == 42 and {t.seed for t in trials} == {0}
+    assert {t.spec.train.lr for t in trials} == {0.0005, 0.001, 0.002}
+    assert study.search.confirm.seeds == [0, 1, 2] and study.search.confirm.metric == "val_loss"
+    assert {n for t in trials for n in (t.variant, *t.aliases)} == {t.variant for t in table3} | {
+        a for t in table3 for a in t.aliases}
+    for t in trials:
+        gate = t.spec.model.attention.forget_gate
+        assert gate.kind == "none" or gate.bias_init == 4.0, t.variant
+        # Apart from the gate's start and the learning rate, the trial of fox_table3.yaml.
+        old = next(o for o in table3 if o.variant == t.variant and o.seed == 0).spec.model_dump(mode="json")
+        new = t.spec.model_dump(mode="json")
+        new["model"]["attention"]["forget_gate"] = old["model"]["attention"]["forget_gate"]
+        new["train"]["lr"] = old["train"]["lr"]
+        assert new == old, t.variant
+    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "run", "studies/fox_table3_tuned.yaml", "--dry-run",
+                           "--workdir", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "study 'fox_table3_tuned': 42 trials, 0 done (42 to run)"
+    assert sum(" to run" in line for line in lines[2:]) == 42
+    assert lines[-1].startswith("then the confirmation: each variant's best search point by val_loss on seeds 0, 1, 2")
