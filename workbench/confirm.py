@@ -6,6 +6,8 @@ dedup: a confirmation trial that is a search trial already run is not run again)
   (ASHA): the searched point with the lowest mean ``confirm.metric`` over its seeds (the first
   drawn on a tie). It is recorded on the study's parent run (tags ``confirm_choice``,
   ``confirm_seeds``, ``confirm_metric``), where the study table reads it.
+  A search trial that failed (a learning rate that diverges) is left out of the choice, not waited
+  for; a variant with no finished point is an error.
 - **The stages** are two calls of ``run_study``; a driver stopped between them finds the search
   done on its next run and goes on with the confirmation.
 """
@@ -86,9 +88,19 @@ def run_confirmed(study: StudySpec, workdir: Path, run_study, **kw):
     from workbench.tracking import Store, local_tracking_uri
 
     first = run_study(search_stage(study), workdir, **kw)
-    if getattr(first, "stopped", None) or any(o.status != "FINISHED" for o in first.outcomes.values()):
-        print(f"study {study.name!r}: the confirmation waits for every search trial to finish; run the study again", flush=True)
+    if getattr(first, "stopped", None):
+        print(f"study {study.name!r}: stopped during the search; the confirmation follows when the study runs again",
+              flush=True)
         return first
+    failed = [o for o in first.outcomes.values() if o.status != "FINISHED"]
+    if failed:
+        # A point the search could not train (a learning rate that diverges) is an answer of the
+        # search, not a reason to wait: the choice is among the points that finished. The failed
+        # ones run again with the study, as every unfinished trial does.
+        names = ", ".join(f"{o.trial.variant} [{o.trial.point_label}]" for o in failed[:5])
+        print(f"study {study.name!r}: {len(failed)} search trial(s) did not finish ({names}"
+              f"{', ...' if len(failed) > 5 else ''}); each variant's choice is made among its finished points",
+              flush=True)
     store = Store(kw.get("tracking_uri") or local_tracking_uri(workdir.resolve()), study.experiment, workdir.resolve() / "mlartifacts")
     choices = choose(study, store.trial_runs(study.name))
     variants = list(dict.fromkeys(t.variant for t in expand(search_stage(study))))

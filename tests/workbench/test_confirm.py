@@ -216,3 +216,20 @@ def test_a_random_search_with_asha_confirms_each_variants_best_finished_draw(ran
         assert [(r.data.tags["seed"], float(r.data.params["train.lr"])) for r in confirmed] == [("1", lr)]
     hashes = [r.data.tags["spec_hash"] for r in trials]
     assert len(hashes) == len(set(hashes)) == 8
+
+
+def test_a_search_point_that_diverges_is_left_out_of_the_choice_not_waited_for(tmp_path):
+    """A learning rate whose loss becomes NaN fails on every run: the confirmation goes on with
+    the finished points (here the confirmation seed is the search's, so it adds no trial)."""
+    study = write_study(tmp_path, search={"algorithm": "grid", "space": {"train.lr": {"choice": [0.003, 1e30]}},
+                                          "confirm": {"seeds": [0], "metric": "val_loss"}},
+                        design={"kind": "variants", "variants": [{"name": "FoX (Pro)", "set": {"seed": 0}}]})
+    workdir = tmp_path / "w"
+    proc = wb("run", study, "--workdir", workdir)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # a trial failed: the exit status says so
+    out = proc.stdout + proc.stderr
+    assert "1 search trial(s) did not finish (FoX (Pro) [lr=1e+30])" in out, out[-3000:]
+    assert "confirm  FoX (Pro): lr=0.003" in out, out[-3000:]
+    trials, parent = store(workdir)
+    assert sorted(r.info.status for r in trials) == ["FAILED", "FINISHED"]
+    assert json.loads(parent.data.tags["confirm_choice"])["FoX (Pro)"]["values"] == {"train.lr": 0.003}
