@@ -3,6 +3,7 @@ as one does, a killed trial resumes with another worker count, a study mixes wor
 two-node cluster on one machine spreads a trial, bad input is refused before anything starts."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -212,6 +213,15 @@ def test_a_study_mixes_one_and_two_worker_trials_and_records_each_once(tmp_path)
     frame = runs_frame(tmp_path / "w", "mixed")
     rows = {r["variant"]: r["workers"] for r in study_table(frame, study_info("mixed", frame)).to_dicts()}
     assert rows == {"FoX (Pro)": "2", "no gate": "1"}
+    # And so does the dashboard's (its Workers column, dashboards/figures.py's ablation table).
+    built = wb("dashboard", "--workdir", tmp_path / "w", "--study", "mixed", "--out", tmp_path / "site")
+    assert built.returncode == 0, built.stderr[-2000:]
+    page = next((tmp_path / "site").glob("study-mixed-*.html")).read_text()
+    head = re.search(r'<table class="ablation"><thead>(.*?)</thead>', page).group(1)
+    assert re.findall(r"<th[^>]*>(.*?)</th>", head)[-1] == "Workers"
+    cells = {name: re.findall(r'<td class="num workers">(.*?)</td>', row)
+             for name, row in re.findall(r'<tr><td class="variant">(.*?)</td>(.*?)</tr>', page)}
+    assert cells == {"FoX (Pro)": ["2"], "no gate": ["1"]}
 
 
 def test_bad_worker_settings_are_refused_before_anything_starts(tmp_path):
