@@ -3,6 +3,7 @@ as one does, a killed trial resumes with another worker count, a study mixes wor
 two-node cluster on one machine spreads a trial, bad input is refused before anything starts."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -132,6 +133,45 @@ def test_a_killed_two_worker_trial_resumes_on_one_worker(tmp_path):
     assert_same_curve(losses(out / "metrics.jsonl"), losses(tmp_path / "reference" / "metrics.jsonl"), 60)
 
 
+def test_an_fsdp_checkpoint_resumes_on_one_worker_and_a_one_worker_one_on_fsdp(local_ray, one_worker, tmp_path):
+    """Checkpoints every 7 steps of 20: the last one holds step 14, the state of a trial killed
+    between steps 14 and 20 (a finished training's checkpoint is not resumed). Written by 2 FSDP
+    workers (gathered to the full state), it resumes on 1 process; written by 1 process, it resumes
+    on 2 FSDP workers (each keeps its shard). Both end on the uninterrupted curve, and steps 1-14
+    come from the checkpoint's history (their timings are the first run's), not from a retraining."""
+    import torch
+
+    from workbench.ray_train import run_workers
+    from workbench.trial import run_trial
+
+    reference = losses(one_worker[0] / "metrics.jsonl")
+    spec = tiny(checkpoint_every_tokens=7 * 12 * 32)
+
+    def stop_after_step_14(out: Path) -> list[dict]:
+        assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 14
+        (out / "result.json").unlink()  # as a killed trial leaves it
+        return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+    def resumed_from_step_14(out: Path, first: list[dict]) -> None:
+        again = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        assert [m["step_ms"] for m in again[:14]] == [m["step_ms"] for m in first[:14]]
+        assert [m["step_ms"] for m in again[14:]] != [m["step_ms"] for m in first[14:]]  # trained again
+        assert_same_curve([m["train_loss"] for m in again], reference)
+
+    fsdp = tmp_path / "fsdp"
+    run_workers(tiny(checkpoint_every_tokens=7 * 12 * 32, workers=2, parallel="fsdp"), fsdp, cpus=1)
+    first = stop_after_step_14(fsdp)
+    assert run_trial(spec, fsdp)["workers"] == 1
+    resumed_from_step_14(fsdp, first)
+
+    one = tmp_path / "one"
+    run_trial(spec, one)
+    first = stop_after_step_14(one)
+    result = run_workers(tiny(checkpoint_every_tokens=7 * 12 * 32, workers=2, parallel="fsdp"), one, cpus=1)
+    assert (result["workers"], result["parallel"]) == (2, "fsdp")
+    resumed_from_step_14(one, first)
+
+
 def write_mixed_study(tmp_path: Path, name: str, **resources) -> Path:
     base = {**TINY, "train": {**TINY["train"], "checkpoint_every_tokens": None}}
     study = {"name": name, "base": base, "seeds": [0], "resources": {"cpu": 1, **resources},
@@ -173,6 +213,15 @@ def test_a_study_mixes_one_and_two_worker_trials_and_records_each_once(tmp_path)
     frame = runs_frame(tmp_path / "w", "mixed")
     rows = {r["variant"]: r["workers"] for r in study_table(frame, study_info("mixed", frame)).to_dicts()}
     assert rows == {"FoX (Pro)": "2", "no gate": "1"}
+    # And so does the dashboard's (its Workers column, dashboards/figures.py's ablation table).
+    built = wb("dashboard", "--workdir", tmp_path / "w", "--study", "mixed", "--out", tmp_path / "site")
+    assert built.returncode == 0, built.stderr[-2000:]
+    page = next((tmp_path / "site").glob("study-mixed-*.html")).read_text()
+    head = re.search(r'<table class="ablation"><thead>(.*?)</thead>', page).group(1)
+    assert re.findall(r"<th[^>]*>(.*?)</th>", head)[-1] == "Workers"
+    cells = {name: re.findall(r'<td class="num workers">(.*?)</td>', row)
+             for name, row in re.findall(r'<tr><td class="variant">(.*?)</td>(.*?)</tr>', page)}
+    assert cells == {"FoX (Pro)": ["2"], "no gate": ["1"]}
 
 
 def test_bad_worker_settings_are_refused_before_anything_starts(tmp_path):

@@ -99,6 +99,15 @@ def test_a_tiny_trial_trains_on_each_format(files, tmp_path, name):
     assert split["train_documents"] > 0 and split["val_documents"] > 0
     assert result["spec_hash"] == spec.spec_hash() and result["peak_rss_mb"] > 0
     assert result["peak_memory_train_mb"] is None  # CPU: no GPU allocator, the RSS stands in
+    if "tokenizer" in data:
+        # result.json states the tokenizer's identity: the file's SHA-256 and vocabulary size.
+        import hashlib
+
+        path = Path(data["tokenizer"])
+        assert result["tokenizer"] == {"kind": "hf", "path": str(path), "vocab_size": 320,
+                                       "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        assert json.loads((tmp_path / "out" / "result.json").read_text())["tokenizer"] == result["tokenizer"]
+        assert result["tokenizer"]["sha256"] == spec.data.tokenizer.sha256
 
 
 def test_documents_are_memory_mapped_and_tokenized_once(files):

@@ -1,0 +1,24 @@
+"""benchmarks/comm_volume.py's count on a tiny model, 2 workers (gloo): DDP all-reduces every
+gradient once per step, FSDP2 all-gathers each block twice and the root once and reduce-scatters
+every gradient; the rest is a few bytes (the loss's mean, the gradient norm)."""
+import comm_volume
+
+TINY = {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 2, "n_heads": 2,
+                  "mlp": {"kind": "swiglu", "intermediate_size": 64}},
+        "data": {"kind": "builtin"}, "train": {"lr": 3e-3}}
+
+
+def test_the_step_moves_what_the_parameter_count_says():
+    ddp = comm_volume.measure(TINY, "ddp", 2, steps=3, context=16)
+    p, blocks = ddp["params"], ddp["params_blocks"]
+    assert 0 < blocks < p
+    # The reducer's buckets hold every gradient; 12 bytes more: the loss, norm and report flag's mean.
+    assert ddp["step_bytes"] == {"all-reduce": 4 * p + 12}
+    assert ddp["at_wrap_bytes"]["broadcast"] >= 4 * p  # DDP's one-off copy of rank 0's weights
+    fsdp = comm_volume.measure(TINY, "fsdp", 2, steps=3, context=16)
+    step = fsdp["step_bytes"]
+    # Every dimension is even: no padding of the shards, the formula exactly.
+    assert step["all-gather"] == 4 * (2 * blocks + (p - blocks)) and step["reduce-scatter"] == 4 * p
+    assert step["all-gather"] < 3 * 4 * p  # the root stays gathered from the forward into the backward
+    assert 12 <= step["all-reduce"] < 1024 and fsdp["payload_over_formula"] == 1.0
+    assert fsdp["ring_traffic_per_worker_bytes"] == (step["all-gather"] + step["reduce-scatter"]) / 2 + step["all-reduce"]
