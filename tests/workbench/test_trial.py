@@ -1,6 +1,7 @@
 """One trial end to end through `wb train`: learning, per-position loss, extrapolation, resume."""
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -19,18 +20,26 @@ def wb_train(trial, out, *extra, **kw):
                           capture_output=True, text=True, cwd=ROOT, **kw)
 
 
+def child_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 @pytest.fixture(scope="module")
 def tiny_result(tmp_path_factory):
+    """The tiny trial's result and the CPU seconds its process used (not wall time: on a machine
+    shared with other work the wall time says more about the others than about the trial)."""
     out = tmp_path_factory.mktemp("tiny")
-    start = time.time()
+    before = child_cpu_seconds()
     proc = wb_train(ROOT / "studies/trial_tiny.yaml", out)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads((out / "result.json").read_text()), time.time() - start
+    return json.loads((out / "result.json").read_text()), child_cpu_seconds() - before
 
 
 def test_tiny_trial_learns_within_two_minutes(tiny_result):
-    result, seconds = tiny_result
-    assert seconds < 120
+    """Two minutes of its 2 cores at most (about 70 CPU seconds, 45 s of wall time, measured)."""
+    result, cpu_seconds = tiny_result
+    assert cpu_seconds < 2 * 120
     assert result["val_loss"] < 0.8 * result["unigram_entropy"], (result["val_loss"], result["unigram_entropy"])
     for key in ("val_ppl", "per_position_loss", "ppl_at_length", "tokens_per_s", "mfu", "n_params", "spec",
                 "spec_hash", "versions", "device"):
