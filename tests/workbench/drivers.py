@@ -51,8 +51,35 @@ class Background:
 
     def kill(self) -> None:
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
+            kill_session(self.proc)
+
+
+def kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL to every process of the session ``proc`` started (``start_new_session``): the driver,
+    its Ray and Ray's workers, which run in process groups of their own (a ``killpg`` of the
+    driver's group leaves them training, and writing to the trial's folder, for a second or two).
+    Returns once none is left."""
+    def members() -> list[int]:
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if os.getsid(int(entry)) == proc.pid:
+                        found.append(int(entry))
+                except OSError:  # gone meanwhile
+                    pass
+        return found
+
+    deadline = time.time() + 30
+    while (left := members()) and time.time() < deadline:
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.poll()  # reaps the driver, whose zombie would stay in the session
+        time.sleep(0.05)
+    proc.wait(timeout=30)
 
 
 def store(workdir: Path, experiment: str):

@@ -4,8 +4,6 @@ the confirmation trials run it on their seeds, the table compares them, a driver
 the stages resumes into the confirmation, a rerun adds nothing; with a grid, random and Optuna
 search, with and without ASHA, the choice is made among the points that ran to the end."""
 import json
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
+
+from tests.workbench.drivers import kill_session
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,7 +63,7 @@ def test_tune_then_confirm_chooses_from_the_search_runs_it_resumes_between_stage
         if line.startswith("confirm  "):
             chose.append(line)
             if len(chose) == 2:
-                os.killpg(proc.pid, signal.SIGKILL)
+                kill_session(proc)
                 break
     proc.wait(timeout=60)
     assert len(chose) == 2, "the search stage never reached its choice"

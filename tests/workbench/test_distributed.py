@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.workbench.drivers import kill_session
 from tests.workbench.test_run import MINI_BASE, free_port, stop_ray_head, trial_runs, wb
 from workbench.errors import SpecError
 from workbench.sharding import Shard, check_divisible, shard_batches
@@ -122,8 +123,7 @@ def test_a_killed_two_worker_trial_resumes_on_one_worker(tmp_path):
         deadline = time.time() + 240
         while not (out / "checkpoint.pt").exists() and run.poll() is None and time.time() < deadline:
             time.sleep(0.01)
-        os.killpg(run.pid, signal.SIGKILL)
-        run.wait(timeout=60)
+        kill_session(run)  # the driver, its Ray and the workers
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)
     assert (out / "checkpoint.pt").exists(), run.stderr.read()[-3000:]

@@ -16,6 +16,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from tests.workbench.drivers import kill_session
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -148,8 +150,7 @@ def _killed_driver_resumes(tmp_path):
             if finished:
                 break
         time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGKILL)  # the driver's session: its own local Ray goes with it
-    proc.wait()
+    kill_session(proc)  # the driver's session: its own local Ray and the trials' processes
     statuses = [r.info.status for r in trial_runs(workdir, "killed")[1]]
     assert 1 <= statuses.count("FINISHED") < 4, statuses
     again = wb("run", study, "--workdir", workdir)

@@ -214,7 +214,7 @@ def test_the_forget_gate_lr_scale_trains_its_projection_at_that_multiple():
 
     from workbench.model import build_model
     from workbench.specs import TrainSpec
-    from workbench.train import lr_at, make_optimizer
+    from workbench.train import make_optimizer
 
     plain = ModelSpec(preset="fox_pro", n_layers=1)
     assert ModelSpec(preset="fox_pro", n_layers=1,
