@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import socket
-import sys
 import tempfile
 from pathlib import Path
 
@@ -252,7 +251,7 @@ def main(argv=None) -> int:
     common.write(args.out, "comm_volume", {"runs": runs, "one_gpu_tokens_per_s": rate, "rate_from": args.rate_from,
                                            "bus_GBps": LINKS, "estimate": table, "steps": args.steps,
                                            "context": args.context}, argv)
-    print(f"\nBytes per worker per optimizer step (payload), beside the formula's; traffic: per worker, ring")
+    print("\nBytes per worker per optimizer step (payload), beside the formula's; traffic: per worker, ring")
     print(f"{'model':<50} {'':>4} {'N':>2} {'P':>12} {'all-reduce':>13} {'all-gather':>13} {'reduce-scatter':>14} "
           f"{'broadcast':>9} {'x formula':>11} {'traffic':>13}")
     for r in runs:

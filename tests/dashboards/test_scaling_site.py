@@ -2,7 +2,6 @@
 per variant and says where they cross (checked against the fitting library on the store's values,
 read by hand), and the dashboard draws the laws, opened in headless Chromium."""
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
