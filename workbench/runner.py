@@ -385,6 +385,7 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
             # last `ray start` on this machine recorded (/tmp/ray/ray_current_cluster) or RAY_ADDRESS,
             # and a stale record of a cluster long gone makes it wait on a GCS that never answers.
             ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
+            driver.stops.install()  # again: ray.init took SIGTERM over (workbench.stops)
         driver.watch_ray()
         callback = _tracking_callback(store, parent_id, study.name, code, outcomes, _resolver(todo), set(done), driver)
         plain = [t for t in todo if not t.optuna_samples]

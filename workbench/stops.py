@@ -38,10 +38,13 @@ class Stops:
         self.request("interrupted", f"{INTERRUPTED} ({signal.Signals(signum).name} to the driver)")
 
     def install(self) -> "Stops":
-        """Catch SIGINT and SIGTERM (main thread only); ``uninstall`` gives back the previous handlers."""
+        """Catch SIGINT and SIGTERM (main thread only); ``uninstall`` gives back the handlers the
+        first call found. Call it again after ``ray.init``, which sets a SIGTERM handler of its own
+        (``sys.exit``), its core worker a C++ one over that: SIGTERM then ended the driver with
+        SIGABRT (exit -6), the stops never asked."""
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
-                self._previous[signum] = signal.signal(signum, self._on_signal)
+                self._previous.setdefault(signum, signal.signal(signum, self._on_signal))
         return self
 
     def uninstall(self) -> None:

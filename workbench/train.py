@@ -3,7 +3,8 @@ the GPU, gradient accumulation, periodic validation, checkpoints and resume.
 
 Training reports through ``Reporter`` and knows nothing of Ray or MLflow. Data order is a function
 of (seed, step), the model init of the seed, so a run resumed from a checkpoint repeats the
-uninterrupted run's loss curve exactly on CPU. The same loop runs each of a trial's N workers
+uninterrupted run's loss curve exactly on CPU, on the same number of threads (docs/determinism.md).
+The same loop runs each of a trial's N workers
 (``workers``, workbench/distributed.py); the step machinery is workbench/steps.py.
 """
 from __future__ import annotations

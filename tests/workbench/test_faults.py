@@ -119,6 +119,28 @@ def test_a_checkpoint_that_cannot_be_written_leaves_nothing_half_written(tmp_pat
     assert sorted(p.name for p in out.iterdir()) == ["metrics.jsonl", "spec.json"]
 
 
+def test_a_result_that_cannot_be_written_keeps_the_previous_one_whole(tmp_path):
+    """result.json (and spec.json) go through trial.write_json: a write that fails mid-file (a
+    file-size limit, as a full disk would; in this process, for the few milliseconds of the write)
+    raises the sentence and leaves the previous result as it was, with no temporary beside it."""
+    from workbench.faults import WriteError
+    from workbench.trial import write_json
+
+    path = tmp_path / "result.json"
+    write_json(path, {"val_loss": 3.0})
+    before = path.read_bytes()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))
+    try:
+        with pytest.raises(WriteError, match=f"could not write {path}: File too large; the previous version"):
+            write_json(path, {"val_loss": 2.5, "per_position_loss": [2.5] * 4096})  # ~30 kB
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
 def test_a_store_that_stops_taking_writes_stops_the_study_with_a_sentence(tmp_path, read_only):
     long_train = {**MINI_BASE["train"], "tokens": 262144, "eval_every_tokens": 32768}
     study = write_study(tmp_path, name="ro", base={**MINI_BASE, "train": long_train})

@@ -62,6 +62,35 @@ def test_ctrl_c_kills_the_runs_exits_130_and_the_rerun_resumes_with_the_whole_hi
         assert len(series) == steps and series == expected[run.data.tags["spec_hash"]]
 
 
+def test_sigterm_to_the_driver_alone_stops_the_study_as_ctrl_c_does(tmp_path):
+    """SIGTERM (`kill PID`, a scheduler ending a job) reaches the driver only, not the trials' Ray
+    workers as Ctrl-C in a terminal does: the driver stops them itself. Exit 130, the run KILLED
+    with the reason naming SIGTERM, the parent KILLED, the checkpoint kept. One trial, no rerun:
+    the resume is the Ctrl-C test's."""
+    one = {"kind": "variants", "variants": [{"name": "FoX (Pro)", "set": {"train.lr": 0.003}}]}
+    alone = {**LONG_TRAIN, "tokens": 8 * LONG_TRAIN["tokens"]}  # one trial alone runs 81920 tokens in 5 s
+    study = write_study(tmp_path, name="termed", base={**MINI_BASE, "train": alone}, design=one)
+    workdir = tmp_path / "w"
+    driver = Background(tmp_path, "run", study, "--workdir", workdir)
+    try:
+        driver.wait_for(lambda: len(checkpoints(workdir)) == 1 and
+                        [r.info.status for r in runs(workdir, "termed")] == ["RUNNING"],
+                        what="the trial running with a checkpoint")
+        os.kill(driver.proc.pid, signal.SIGTERM)
+        start = time.time()
+        assert driver.wait(timeout=90) == 130, driver.stderr[-3000:]
+    finally:
+        driver.kill()
+    assert time.time() - start < 60
+    assert "Traceback" not in driver.stderr
+    assert "1 stopped mid-way" in driver.stdout and "it is resumable" in driver.stdout, driver.stdout
+    trials = runs(workdir, "termed")
+    assert [r.info.status for r in trials] == ["KILLED"]
+    assert trials[0].data.tags["error"] == "interrupted (SIGTERM to the driver)"
+    assert [r.info.status for r in runs(workdir, "termed", "study")] == ["KILLED"]
+    assert len(checkpoints(workdir)) == 1
+
+
 def _gcs_pid(head_pid: int) -> int:
     """The GCS server of the Ray head started by the test (its process group is the head's)."""
     for entry in Path("/proc").iterdir():

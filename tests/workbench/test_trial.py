@@ -81,10 +81,13 @@ def curve(out):
     return [(r["tokens"], r["train_loss"]) for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())]
 
 
-def test_a_killed_run_resumes_to_the_same_loss_curve(tmp_path):
-    """Bit for bit with one CPU thread (README, "The workflow", **A trial**): with more, CPU
-    reductions are not promised to be bitwise equal across processes."""
-    trial = small_trial(tmp_path, checkpoint_every_tokens=20_000, cpu_threads=1)
+def test_a_killed_run_resumes_to_the_same_loss_curve_bit_for_bit(tmp_path):
+    """At the default thread count, in separate processes (README, **A trial**; docs/determinism.md):
+    the resumed run's loss curve and result are the uninterrupted run's, bit for bit, on the same
+    thread count. On another thread count the curve is another, a rounding apart within a few steps
+    (the flake of issue 20 was a resume on one thread of a two-thread run): the comparison sees
+    that much."""
+    trial = small_trial(tmp_path, tokens=24_576, warmup_tokens=8192, checkpoint_every_tokens=8192, cpu_threads=None)
     straight = wb_train(trial, tmp_path / "straight")
     assert straight.returncode == 0, straight.stderr[-2000:]
     out = tmp_path / "killed"
@@ -98,12 +101,18 @@ def test_a_killed_run_resumes_to_the_same_loss_curve(tmp_path):
     assert not (out / "result.json").exists(), "the run finished before it could be killed"
     resumed = wb_train(trial, out)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert curve(out) == curve(tmp_path / "straight")
-    rows = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
-    assert len(rows) > 10 and all(r["step_ms"] > 0 for r in rows)  # each step's time, for its slow ones
     a = json.loads((out / "result.json").read_text())
     b = json.loads((tmp_path / "straight" / "result.json").read_text())
+    assert a["device"] == b["device"]  # "cpu (N threads)": the bits are those of N threads
+    assert curve(out) == curve(tmp_path / "straight")
+    rows = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 24 and all(r["step_ms"] > 0 for r in rows)  # each step's time, for its slow ones
     assert a["val_loss"] == b["val_loss"]
+    if b["device"] != "cpu (1 threads)":
+        one = tmp_path / "one"
+        one.mkdir()
+        assert wb_train(small_trial(one, tokens=24_576, warmup_tokens=8192, cpu_threads=1), one / "out").returncode == 0
+        assert curve(one / "out") != curve(tmp_path / "straight")
 
 
 def write_trial(tmp_path, data, model=None, train=None):
