@@ -20,16 +20,25 @@ def loss_series(client, run) -> list[tuple[int, float]]:
     return sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "train_loss"))
 
 
+def running_with_a_checkpoint(workdir: Path, experiment: str) -> list[str]:
+    """Spec hashes of the trials whose run is RUNNING and whose checkpoint is written."""
+    written = {path.parent.name for path in checkpoints(workdir)}
+    return [r.data.tags["spec_hash"] for r in runs(workdir, experiment)
+            if r.info.status == "RUNNING" and r.data.tags.get("spec_hash") in written]
+
+
 def test_ctrl_c_kills_the_runs_exits_130_and_the_rerun_resumes_with_the_whole_history(tmp_path):
+    """Ctrl-C once a trial runs with a checkpoint. On a quiet machine one trial may have finished
+    by then (each takes seconds): every trial running at the signal is KILLED, a finished one
+    stays FINISHED."""
     from tests.workbench.drivers import store
 
     study = write_study(tmp_path, name="stopped", changes=ONE_CHANGE, base={**MINI_BASE, "train": LONG_TRAIN})
     workdir = tmp_path / "w"
     driver = Background(tmp_path, "run", study, "--workdir", workdir)
     try:
-        driver.wait_for(lambda: len(checkpoints(workdir)) == 2 and
-                        sum(r.info.status == "RUNNING" for r in runs(workdir, "stopped")) == 2,
-                        what="both trials running with a checkpoint")
+        driver.wait_for(lambda: running_with_a_checkpoint(workdir, "stopped"),
+                        what="a trial running with a checkpoint")
         driver.signal_group(signal.SIGINT)  # Ctrl-C in a terminal
         start = time.time()
         assert driver.wait(timeout=90) == 130, driver.stderr[-3000:]
@@ -38,24 +47,27 @@ def test_ctrl_c_kills_the_runs_exits_130_and_the_rerun_resumes_with_the_whole_hi
     assert time.time() - start < 60
     assert "Traceback" not in driver.stderr
     out = driver.stdout
-    assert "2 stopped mid-way" in out and "it is resumable" in out and f"wb run {study} --workdir {workdir}" in out
     trials = runs(workdir, "stopped")
-    assert [r.info.status for r in trials] == ["KILLED", "KILLED"]
-    assert all(r.data.tags["error"].startswith("interrupted") for r in trials)
+    killed = [r for r in trials if r.info.status == "KILLED"]
+    assert killed and all(r.info.status in ("KILLED", "FINISHED") for r in trials), [r.info.status for r in trials]
+    assert f"{len(killed)} stopped mid-way" in out and "it is resumable" in out, out
+    assert f"wb run {study} --workdir {workdir}" in out
+    assert all(r.data.tags["error"].startswith("interrupted") for r in killed)
     assert [r.info.status for r in runs(workdir, "stopped", "study")] == ["KILLED"]
-    assert len(checkpoints(workdir)) == 2  # kept for the rerun
+    written = {path.parent.name for path in checkpoints(workdir)}
+    assert {r.data.tags["spec_hash"] for r in killed} <= written  # kept for the rerun
 
     again = wb("run", study, "--workdir", workdir)
     assert again.returncode == 0, again.stderr[-3000:]
     client, _ = store(workdir, "stopped")
     finished = [r for r in runs(workdir, "stopped") if r.info.status == "FINISHED"]
-    assert sorted(r.data.tags["spec_hash"] for r in finished) == sorted({r.data.tags["spec_hash"] for r in trials})
     # The resumed trials' tracked loss curves are those of an uninterrupted run, from the first step.
     fresh = tmp_path / "fresh"
     straight = wb("run", study, "--workdir", fresh)
     assert straight.returncode == 0, straight.stderr[-3000:]
     fresh_client, _ = store(fresh, "stopped")
     expected = {r.data.tags["spec_hash"]: loss_series(fresh_client, r) for r in runs(fresh, "stopped")}
+    assert sorted(r.data.tags["spec_hash"] for r in finished) == sorted(expected)  # each trial finished once
     steps = LONG_TRAIN["tokens"] // (LONG_TRAIN["batch_size"] * MINI_BASE["data"]["context"])
     for run in finished:
         series = loss_series(client, run)
