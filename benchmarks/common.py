@@ -36,7 +36,10 @@ def provenance(argv: list[str] | None = None) -> dict:
 
 
 def default_out(theme: str) -> Path:
-    slug = re.sub(r"[^a-z0-9]+", "-", machine().lower()).strip("-")
+    """benchmarks/results/<date>_<machine>_<theme>.json, the machine named by its kind: the GPU's
+    name, or ``cpu`` (the JSON's ``machine`` says more)."""
+    kind = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    slug = re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-")
     return ROOT / "benchmarks" / "results" / f"{time.strftime('%Y-%m-%d', time.gmtime())}_{slug}_{theme}.json"
 
 
