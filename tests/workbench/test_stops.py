@@ -27,6 +27,22 @@ def running_with_a_checkpoint(workdir: Path, experiment: str) -> list[str]:
             if r.info.status == "RUNNING" and r.data.tags.get("spec_hash") in written]
 
 
+def stopped_while_training(tmp_path: Path, study: Path, workdir: Path, experiment: str, stop) -> Background:
+    """`wb run` in the background, ``stop(driver)`` once a trial runs with a checkpoint: the driver
+    ends within a minute, with exit 130 and no traceback."""
+    driver = Background(tmp_path, "run", study, "--workdir", workdir)
+    try:
+        driver.wait_for(lambda: running_with_a_checkpoint(workdir, experiment), what="a trial running with a checkpoint")
+        stop(driver)
+        start = time.time()
+        assert driver.wait(timeout=90) == 130, driver.stderr[-3000:]
+    finally:
+        driver.kill()
+    assert time.time() - start < 60
+    assert "Traceback" not in driver.stderr
+    return driver
+
+
 def test_ctrl_c_kills_the_runs_exits_130_and_the_rerun_resumes_with_the_whole_history(tmp_path):
     """Ctrl-C once a trial runs with a checkpoint. On a quiet machine one trial may have finished
     by then (each takes seconds): every trial running at the signal is KILLED, a finished one
@@ -35,17 +51,8 @@ def test_ctrl_c_kills_the_runs_exits_130_and_the_rerun_resumes_with_the_whole_hi
 
     study = write_study(tmp_path, name="stopped", changes=ONE_CHANGE, base={**MINI_BASE, "train": LONG_TRAIN})
     workdir = tmp_path / "w"
-    driver = Background(tmp_path, "run", study, "--workdir", workdir)
-    try:
-        driver.wait_for(lambda: running_with_a_checkpoint(workdir, "stopped"),
-                        what="a trial running with a checkpoint")
-        driver.signal_group(signal.SIGINT)  # Ctrl-C in a terminal
-        start = time.time()
-        assert driver.wait(timeout=90) == 130, driver.stderr[-3000:]
-    finally:
-        driver.kill()
-    assert time.time() - start < 60
-    assert "Traceback" not in driver.stderr
+    # Ctrl-C in a terminal: the signal to the driver's whole process group.
+    driver = stopped_while_training(tmp_path, study, workdir, "stopped", lambda d: d.signal_group(signal.SIGINT))
     out = driver.stdout
     trials = runs(workdir, "stopped")
     killed = [r for r in trials if r.info.status == "KILLED"]
@@ -83,18 +90,7 @@ def test_sigterm_to_the_driver_alone_stops_the_study_as_ctrl_c_does(tmp_path):
     alone = {**LONG_TRAIN, "tokens": 8 * LONG_TRAIN["tokens"]}  # one trial alone runs 81920 tokens in 5 s
     study = write_study(tmp_path, name="termed", base={**MINI_BASE, "train": alone}, design=one)
     workdir = tmp_path / "w"
-    driver = Background(tmp_path, "run", study, "--workdir", workdir)
-    try:
-        driver.wait_for(lambda: len(checkpoints(workdir)) == 1 and
-                        [r.info.status for r in runs(workdir, "termed")] == ["RUNNING"],
-                        what="the trial running with a checkpoint")
-        os.kill(driver.proc.pid, signal.SIGTERM)
-        start = time.time()
-        assert driver.wait(timeout=90) == 130, driver.stderr[-3000:]
-    finally:
-        driver.kill()
-    assert time.time() - start < 60
-    assert "Traceback" not in driver.stderr
+    driver = stopped_while_training(tmp_path, study, workdir, "termed", lambda d: os.kill(d.proc.pid, signal.SIGTERM))
     assert "1 stopped mid-way" in driver.stdout and "it is resumable" in driver.stdout, driver.stdout
     trials = runs(workdir, "termed")
     assert [r.info.status for r in trials] == ["KILLED"]
