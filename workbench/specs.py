@@ -233,8 +233,18 @@ class TrainSpec(Spec):
     # optimizer state. Both are how the trial runs, not what it computes: not in the identity.
     workers: PositiveInt = 1
     parallel: Literal["ddp", "fsdp"] = "ddp"
+    # Record each step's gradient norm per part of the model (workbench/grad_parts.py) in the
+    # history: what a spike comes from. Changes no result: not in the identity.
+    grad_norm_parts: bool = False
 
-    _execution_only: ClassVar[frozenset[str]] = frozenset({"cuda_graphs", "workers", "parallel"})
+    _execution_only: ClassVar[frozenset[str]] = frozenset({"cuda_graphs", "workers", "parallel", "grad_norm_parts"})
+
+    @model_validator(mode="after")
+    def _parts_need_whole_gradients(self):
+        if self.grad_norm_parts and self.parallel == "fsdp":
+            raise ValueError("train.grad_norm_parts needs whole gradients, which FSDP shards: "
+                             "allowed with train.parallel=ddp")
+        return self
 
 
 class NeedleEval(Spec):

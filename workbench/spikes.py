@@ -85,3 +85,26 @@ def spike_figures(history: list[dict], warmup_tokens: int) -> dict:
         "first_grad_spike_tokens": int(tokens[spikes][0]) if spikes.any() else None,
         "loss_spikes": _runs(loss_flags),
     }
+
+
+def spike_parts(history: list[dict], warmup_tokens: int, top: int = 3) -> list[dict]:
+    """Which parts of the model a run's gradient-norm spikes come from (history entries with
+    ``grad_norm_parts``, workbench/grad_parts.py): for each part, its largest gradient norm over the
+    spike steps as a multiple of its own median after warmup (``ratio``) and its share of the
+    squared norm summed over the spike steps (``share``); the ``top`` parts by ratio, largest
+    first. Empty without spikes or without the parts' norms."""
+    mask = after_warmup(history, warmup_tokens) if history else np.zeros(0, dtype=bool)
+    if not mask.any() or "grad_norm_parts" not in history[0]:
+        return []
+    kept = [h for h, m in zip(history, mask) if m]
+    spikes, _ = grad_spike_mask(np.array([h["grad_norm"] for h in kept], dtype=np.float64))
+    if not spikes.any():
+        return []
+    names = list(kept[0]["grad_norm_parts"])
+    norms = np.array([[h["grad_norm_parts"][n] for n in names] for h in kept], dtype=np.float64)
+    median = np.median(norms, axis=0)
+    at_spikes = norms[spikes]
+    ratio = at_spikes.max(axis=0) / np.where(median > 0, median, np.inf)
+    share = (at_spikes ** 2).sum(axis=0) / max((at_spikes ** 2).sum(), 1e-300)
+    order = np.argsort(-ratio)[:top]
+    return [{"part": names[i], "ratio": float(ratio[i]), "share": float(share[i])} for i in order]

@@ -13,6 +13,7 @@ import torch.nn as nn
 
 from workbench.data import IGNORE
 from workbench.execution import Execution
+from workbench.grad_parts import GradParts
 from workbench.sharding import Shard, shard_batches
 from workbench.specs import TrainSpec
 
@@ -49,18 +50,22 @@ class Launched:
     everything launched so far, the next step included, and the GPU would then idle while the
     host reports and launches the step after.)"""
     lr: float
-    values: torch.Tensor  # (loss, grad norm[, report flag]), fp32
+    values: torch.Tensor  # (loss, grad norm, report flag, the parts' grad norms...), fp32
     done: torch.cuda.Event | None
 
     @classmethod
     def queue(cls, lr: float, loss: torch.Tensor, grad_norm: torch.Tensor, workers=None,
-              due: bool = False) -> "Launched":
+              due: bool = False, part_norms: torch.Tensor | None = None) -> "Launched":
         """``workers`` (workbench.distributed.Workers): the loss is this worker's share, averaged
         over the workers here; ``due`` (rank 0's wish to report) travels in the same all-reduce,
-        so that every worker agrees on when to report."""
-        values = torch.stack([loss.detach().float(), grad_norm.detach().float()])
+        so that every worker agrees on when to report. ``part_norms`` (GradParts.norms) travel
+        in the same copy to the host."""
+        values = torch.stack([loss.detach().float(), grad_norm.detach().float(),
+                              torch.tensor(float(due), device=loss.device)])
+        if part_norms is not None:
+            values = torch.cat([values, part_norms.float()])
         if workers is not None:
-            values = workers.mean(torch.cat([values, values.new_tensor([float(due)])]))
+            values = workers.mean(values)
         if values.device.type != "cuda":
             return cls(lr, values, None)
         host = torch.empty(len(values), dtype=torch.float32, pin_memory=True)
@@ -78,7 +83,12 @@ class Launched:
     @property
     def due(self) -> bool:
         """Whether rank 0 asked for a report at this step (False in one process)."""
-        return len(self.values) > 2 and bool(self.values[2] > 0)
+        return bool(self.values[2] > 0)
+
+    @property
+    def part_norms(self) -> list[float]:
+        """The parts' gradient norms (empty without them); after ``read``."""
+        return self.values[3:].tolist()
 
 
 def step_callable(model: nn.Module, execution: Execution, device: torch.device, grad_accum: int = 1):
@@ -95,14 +105,17 @@ def step_callable(model: nn.Module, execution: Execution, device: torch.device, 
     return torch.compile(model, mode="reduce-overhead" if graphs else None, dynamic=False)
 
 
-def optimizer_step(model: nn.Module, opt: torch.optim.Optimizer, spec: TrainSpec) -> torch.Tensor:
-    """Clip, step, clear the gradients; returns the gradient norm before clipping."""
+def optimizer_step(model: nn.Module, opt: torch.optim.Optimizer, spec: TrainSpec,
+                   parts: GradParts | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Clip, step, clear the gradients; returns the gradient norm before clipping, and with
+    ``parts`` each part's gradient norm before clipping (else None)."""
+    part_norms = parts.norms() if parts is not None else None
     grad_norm = nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip or float("inf"))
     if hasattr(grad_norm, "full_tensor"):  # FSDP: a DTensor holding the norm over every shard
         grad_norm = grad_norm.full_tensor()
     opt.step()
     opt.zero_grad(set_to_none=True)
-    return grad_norm
+    return grad_norm, part_norms
 
 
 class BatchQueue:
@@ -140,17 +153,19 @@ class BatchQueue:
 
 
 def train_step(step_fn, model: nn.Module, opt: torch.optim.Optimizer, batches: BatchQueue, step: int,
-               spec: TrainSpec, autocast, compiled: bool = False, sync=None) -> tuple[torch.Tensor, torch.Tensor]:
+               spec: TrainSpec, autocast, compiled: bool = False, sync=None,
+               parts: GradParts | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """One optimizer step, queued on the device without waiting for it: forward and backward of
     every micro-batch, clip and AdamW, then the next step's batches. Returns the mean loss and the
-    gradient norm as 0-d tensors; reading them waits for the GPU (the optimizer's kernels are
+    gradient norm as 0-d tensors (with ``parts``, also each part's gradient norm; else None);
+    reading them waits for the GPU (the optimizer's kernels are
     already queued behind the backward by then, so the GPU does not idle while Python steps).
     ``sync(last)`` (N workers): a context for each micro-batch's backward, in which gradients are
     averaged over the workers only on the last one."""
     loss = _accumulate(step_fn, batches, step, spec, autocast, compiled, sync)
-    grad_norm = optimizer_step(model, opt, spec)
+    grad_norm, part_norms = optimizer_step(model, opt, spec, parts)
     batches.prefetch(step + 1)
-    return loss, grad_norm
+    return loss, grad_norm, part_norms
 
 
 def _accumulate(model, batches: BatchQueue, step: int, spec: TrainSpec, autocast, compiled: bool,

@@ -23,6 +23,7 @@ import torch.nn as nn
 from workbench.evaluate import per_position_loss
 from workbench.execution import Execution
 from workbench.faults import write_atomically
+from workbench.grad_parts import GradParts
 from workbench.specs import TrainSpec, TrialSpec
 from workbench.steps import (  # noqa: F401  (lr_at, make_optimizer, ...: the step machinery, also by this name)
     BatchQueue,
@@ -137,6 +138,7 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
     step_fn = step_callable(model, execution, device, spec.grad_accum if workers is None else workers.shard.micro_batches)
     batches = BatchQueue(data, trial.seed, spec, device, workers.shard if workers else None)
     sync = partial(workers.sync, model) if workers else None
+    parts = GradParts(model) if spec.grad_norm_parts else None
     next_eval = _next_multiple(state.tokens, spec.eval_every_tokens)
     next_ckpt = _next_multiple(state.tokens, spec.checkpoint_every_tokens)
     timed_tokens, timed_seconds = 0, 0.0
@@ -148,9 +150,10 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
         for group in opt.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
         with _oom_advice(spec, context, device):
-            loss, grad_norm = train_step(step_fn, model, opt, batches, step, spec, autocast, execution.compile, sync)
+            loss, grad_norm, part_norms = train_step(step_fn, model, opt, batches, step, spec, autocast,
+                                                     execution.compile, sync, parts)
             due = workers is not None and hasattr(reporter, "due") and reporter.due()
-            return Launched.queue(lr, loss, grad_norm, workers, due)
+            return Launched.queue(lr, loss, grad_norm, workers, due, part_norms)
 
     # The host runs one step ahead of the device: step n + 1 is queued before step n's loss is
     # read, so the reading, reporting and progress bar overlap the GPU's work instead of leaving
@@ -181,7 +184,9 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
         if next_eval is not None and state.tokens >= next_eval:
             metrics["val_loss"] = quick_val_loss(model, data, spec, device, autocast)
             next_eval = _next_multiple(state.tokens, spec.eval_every_tokens)
-        state.history.append({"tokens": state.tokens, **metrics})
+        # The parts' norms go to the history only (result.json), not to the tracker's metrics.
+        state.history.append({"tokens": state.tokens, **metrics,
+                              **({"grad_norm_parts": parts.named(launched.part_norms)} if parts else {})})
         if reporter is not None:
             reporter.report(state.tokens, metrics, **({"due": launched.due} if workers else {}))
         if next_ckpt is not None and state.tokens >= next_ckpt and checkpoint is not None:

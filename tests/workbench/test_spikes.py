@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from workbench.spikes import KEYS, after_warmup, spike_figures
+from workbench.spikes import KEYS, after_warmup, spike_figures, spike_parts
 
 TOKENS_PER_STEP = 1000
 
@@ -69,3 +69,28 @@ def test_a_jump_inside_the_batch_noise_is_no_loss_spike():
 def test_no_step_after_warmup_gives_empty_figures():
     assert spike_figures(history(np.ones(5)), warmup_tokens=10 * TOKENS_PER_STEP) == dict.fromkeys(KEYS)
     assert spike_figures([], warmup_tokens=0) == dict.fromkeys(KEYS)
+
+
+def test_a_spike_is_traced_to_the_part_whose_gradient_jumped():
+    grad = np.full(100, 0.5)
+    grad[[40, 70]] = 20.0
+    h = history(grad)
+    for i, entry in enumerate(h):
+        # "big" is the largest part always; "gate" is small but makes the spikes.
+        gate = 19.9 if i in (40, 70) else 0.05
+        entry["grad_norm_parts"] = {"big": 0.49, "gate": gate, "flat": 0.1}
+    parts = spike_parts(h, warmup_tokens=10 * TOKENS_PER_STEP, top=2)
+    assert [p["part"] for p in parts] == ["gate", "big"]
+    assert parts[0]["ratio"] == pytest.approx(19.9 / 0.05)
+    assert parts[0]["share"] == pytest.approx(19.9 ** 2 / (19.9 ** 2 + 0.49 ** 2 + 0.1 ** 2))
+    assert parts[1]["ratio"] == pytest.approx(1.0)
+
+
+def test_no_parts_are_named_without_spikes_or_without_the_parts_norms():
+    smooth = history(np.full(50, 0.5))
+    for entry in smooth:
+        entry["grad_norm_parts"] = {"a": 0.5}
+    assert spike_parts(smooth, warmup_tokens=0) == []
+    grad = np.full(50, 0.5)
+    grad[30] = 9.0
+    assert spike_parts(history(grad), warmup_tokens=0) == []
