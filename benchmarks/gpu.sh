@@ -9,8 +9,9 @@
 #   bash benchmarks/gpu.sh packing     # studies/packing.yaml packed 4 to the GPU and 1 to a GPU (~3 min)
 #   bash benchmarks/gpu.sh stability   # studies/stability.yaml (docs/stability.md), ~12 min: for
 #       $STABILITY_SECONDS (default 560) at most; its store comes back as $OUT/stability.db, and a
-#       store carried in as wb-runs/stability.db resumes it (finished trials are kept); each finished
-#       trial's result.json comes back in $OUT/stability-results; STABILITY_STUDY runs another study file
+#       store carried in as wb-runs/stability.db resumes it (finished trials are kept); the finished
+#       trials' result.json files come back in $OUT/stability-results.tgz; STABILITY_STUDY runs another
+#       study file
 #   bash benchmarks/gpu.sh ray-train   # 125M FoX (Pro): plain, Ray Train 1 worker DDP / FSDP, and
 #                                      # N workers where N > 1 GPUs (~4 min on one GPU)
 #
@@ -52,14 +53,15 @@ for part in "${parts[@]}"; do
       tail -8 "$OUT/packing.log" ;;
     stability)
       wd=/tmp/stability
-      mkdir -p "$wd" "$OUT/stability-results"
+      mkdir -p "$wd"
       [ -f wb-runs/stability.db ] && [ ! -f "$wd/mlflow.db" ] && cp wb-runs/stability.db "$wd/mlflow.db"
       timeout -k 30 -s INT "${STABILITY_SECONDS:-560}" python3 -m workbench.cli run "${STABILITY_STUDY:-studies/stability.yaml}" \
         --workdir "$wd" > "$OUT/stability.log" 2>&1 || status=1
       cp "$wd/mlflow.db" "$OUT/stability.db"
-      # Each finished trial's result.json (spec, final metrics, per-step history): the store may be
-      # too large to come back from the GPU machine.
-      for r in "$wd"/trials/*/result.json; do [ -f "$r" ] && cp "$r" "$OUT/stability-results/$(basename "$(dirname "$r")").json"; done
+      # Each finished trial's result.json (spec, final metrics, spike figures, the parts' gradient
+      # norms where recorded), in one archive: the store may be too large to come back from the GPU
+      # machine, and a call brings back a few files only.
+      (cd "$wd" && ls trials/*/result.json >/dev/null 2>&1 && tar czf "$OUT/stability-results.tgz" trials/*/result.json)
       tail -4 "$OUT/stability.log" ;;
     ray-train)
       # Ray's own temp dir; 100 steps a run (the first 10 untimed): compilation dominates each run.

@@ -108,3 +108,15 @@ def spike_parts(history: list[dict], warmup_tokens: int, top: int = 3) -> list[d
     share = (at_spikes ** 2).sum(axis=0) / max((at_spikes ** 2).sum(), 1e-300)
     order = np.argsort(-ratio)[:top]
     return [{"part": names[i], "ratio": float(ratio[i]), "share": float(share[i])} for i in order]
+
+
+def parts_columns(history: list[dict]) -> dict:
+    """``{"grad_norm_parts": {"tokens": [...], part: [...], ...}}``: each step's gradient norm per
+    part as columns, for result.json; empty where the history has no parts' norms."""
+    kept = [h for h in history if "grad_norm_parts" in h]
+    if not kept:
+        return {}
+    columns = {"tokens": [h["tokens"] for h in kept]}
+    for name in kept[0]["grad_norm_parts"]:
+        columns[name] = [h["grad_norm_parts"][name] for h in kept]
+    return {"grad_norm_parts": columns}

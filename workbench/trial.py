@@ -19,7 +19,7 @@ from workbench.evaluate import evaluate, unigram_entropy
 from workbench.info import flops_per_token, param_counts
 from workbench.model import build_model
 from workbench.specs import TrialSpec
-from workbench.spikes import spike_figures, spike_parts
+from workbench.spikes import parts_columns, spike_figures, spike_parts
 from workbench.telemetry import PeakMemory, Telemetry, peak_rss_mb
 from workbench.train import PEAK_FLOPS, autocast_for, resolve_device, train
 
@@ -161,7 +161,8 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
     peak = PEAK_FLOPS.get(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
     rate = trained["tokens_per_s"]  # the whole trial's: every worker's tokens
     result.update(spike_figures(trained["history"], trial.train.warmup_tokens),
-                  grad_spike_parts=spike_parts(trained["history"], trial.train.warmup_tokens))
+                  grad_spike_parts=spike_parts(trained["history"], trial.train.warmup_tokens),
+                  **parts_columns(trained["history"]))
     result.update(
         **getattr(data, "info", {}),  # brought data: the split and the tokenizer
         unigram_entropy=unigram_entropy(data.val_tokens()),

@@ -13,6 +13,7 @@ from workbench.model import build_model
 from workbench.data import load_data
 from workbench.specs import TrialSpec
 from workbench.train import train
+from workbench.trial import run_trial
 
 from tests.workbench.drivers import ROOT
 
@@ -55,3 +56,14 @@ def test_parts_under_fsdp_are_refused_naming_the_field():
     spec["train"].update(grad_norm_parts=True, parallel="fsdp")
     with pytest.raises(ValidationError, match="grad_norm_parts.*parallel=ddp"):
         TrialSpec.model_validate(spec)
+
+
+def test_a_trials_result_carries_the_parts_per_step_and_names_its_spike_parts(tmp_path):
+    spec = tiny(True)
+    result = run_trial(spec, tmp_path / "trial")
+    columns = result["grad_norm_parts"]
+    assert len(columns["tokens"]) == result["steps"] == 6
+    assert "blocks.*.attn.forget_gate.proj.weight" in columns
+    assert all(len(v) == 6 for v in columns.values())
+    assert isinstance(result["grad_spike_parts"], list)  # empty unless a step spiked
+    assert "grad_norm_parts" not in run_trial(tiny(False), tmp_path / "plain")
