@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import tempfile
 from pathlib import Path
 
@@ -122,7 +121,7 @@ def _minus(a: dict, b: dict) -> dict:
             for part in a}
 
 
-def worker(rank: int, workers: int, port: int, spec_json: str, out: str) -> None:
+def worker(rank: int, workers: int, rendezvous: str, spec_json: str, out: str) -> None:
     """One of the N processes: the trial's steps under the workbench's loop, collectives counted."""
     import torch
 
@@ -137,7 +136,7 @@ def worker(rank: int, workers: int, port: int, spec_json: str, out: str) -> None
 
     torch.set_num_threads(1)
     device = torch.device("cpu")
-    init_process_group(device, rank, workers, port=port)
+    init_process_group(device, rank, workers, rendezvous)
     spec = TrialSpec.model_validate_json(spec_json)
     data = load_data(spec.data, spec.model.vocab_size, spec.seed)
     torch.manual_seed(spec.seed)
@@ -162,12 +161,6 @@ def worker(rank: int, workers: int, port: int, spec_json: str, out: str) -> None
     torch.distributed.destroy_process_group()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def measure(trial: dict, parallel: str, workers: int, steps: int, context: int) -> dict:
     import torch.multiprocessing as mp
 
@@ -181,7 +174,9 @@ def measure(trial: dict, parallel: str, workers: int, steps: int, context: int) 
     spec = validate(TrialSpec, {**trial, "data": data, "train": train}, "comm_volume")
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "rank0.json"
-        mp.spawn(worker, args=(workers, free_port(), spec.model_dump_json(), str(out)), nprocs=workers)
+        # The workers meet in a file of the fresh scratch folder, not on a port: see init_process_group.
+        rendezvous = str(Path(scratch) / "rendezvous")
+        mp.spawn(worker, args=(workers, rendezvous, spec.model_dump_json(), str(out)), nprocs=workers)
         got = json.loads(out.read_text())
     p, blocks = got["params"]["total"], got["params"]["blocks"]
     step = got["steps"][-1]["bytes"]

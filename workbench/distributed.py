@@ -10,7 +10,6 @@ only in the order its sums run.
 from __future__ import annotations
 
 import inspect
-import os
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -22,12 +21,14 @@ from workbench.sharding import Shard, plan_shard
 from workbench.train import TrainState, read_checkpoint, write_checkpoint
 
 
-def init_process_group(device: torch.device, rank: int, workers: int, address: str = "127.0.0.1",
-                       port: int = 29500) -> None:
-    """A process group without a launcher (tests, scripts): gloo on the CPU, NCCL on CUDA."""
-    os.environ.setdefault("MASTER_ADDR", address)
-    os.environ.setdefault("MASTER_PORT", str(port))
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=workers)
+def init_process_group(device: torch.device, rank: int, workers: int, rendezvous: str) -> None:
+    """A process group of ``workers`` processes on one machine without a launcher (scripts, tests):
+    gloo on the CPU, NCCL on CUDA. They meet in the file ``rendezvous``: a fresh path (not yet
+    there) that all of them see, which their launcher removes afterwards. No port is chosen
+    beforehand, so none can be taken by another process between the choice and the bind (a
+    TCP rendezvous on a port picked as free failed so: EADDRINUSE)."""
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method=f"file://{rendezvous}",
+                            rank=rank, world_size=workers)
 
 
 @dataclass
