@@ -24,10 +24,12 @@ def decay_time_bias(n_heads: int, t_min: float, t_max: float) -> torch.Tensor:
 
 
 class DataDependentGate(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, bias_init: float = 0.0, lr_scale: float = 1.0):
+    def __init__(self, d_model: int, n_heads: int, bias_init: float = 0.0, lr_scale: float = 1.0,
+                 logit_normalizer: float = 1.0):
         super().__init__()
         self.proj = nn.Linear(d_model, n_heads, bias=True)
         self.bias_init = bias_init
+        self.logit_normalizer = logit_normalizer
         if lr_scale != 1.0:  # read by the optimizer's parameter groups (workbench/train.py)
             for p in self.proj.parameters():
                 p.lr_scale = lr_scale
@@ -42,7 +44,8 @@ class DataDependentGate(nn.Module):
     def forward(self, x: torch.Tensor, projected: dict | None = None) -> torch.Tensor:
         logit = projected["logit"] if projected is not None else self.proj(x)
         # The logit is cast to fp32 before logsigmoid: log f feeds an fp32 cumsum.
-        return F.logsigmoid(logit.float())  # (B, T, H)
+        log_f = F.logsigmoid(logit.float())  # (B, T, H)
+        return log_f if self.logit_normalizer == 1.0 else log_f / self.logit_normalizer
 
 
 class ConstantGate(nn.Module):
@@ -75,10 +78,15 @@ class DataDependentGateSpec(ComponentSpec):
     # is a sum over d_model inputs that AdamW moves all at once, and it is not normalised the way
     # QK-norm normalises q and k.
     lr_scale: PositiveFloat = 1.0
-    _new_fields: ClassVar[frozenset[str]] = frozenset({"bias_init", "lr_scale"})
+    # log f = log sigmoid(W_f x + b_f) / logit_normalizer (GLA's gate normaliser): a value above 1
+    # starts the gate remembering longer (bias 0 and 16: f = 0.958, a decay time of 23 tokens) and
+    # divides the gradient that reaches the gate's logit, and through it the gate projection and
+    # the block's input, by the same factor (docs/stability.md). 1 is the paper's gate.
+    logit_normalizer: PositiveFloat = 1.0
+    _new_fields: ClassVar[frozenset[str]] = frozenset({"bias_init", "lr_scale", "logit_normalizer"})
 
     def build(self, dims: BlockDims) -> nn.Module:
-        return DataDependentGate(dims.d_model, dims.n_heads, self.bias_init, self.lr_scale)
+        return DataDependentGate(dims.d_model, dims.n_heads, self.bias_init, self.lr_scale, self.logit_normalizer)
 
 
 class _DecayTimes(ComponentSpec):

@@ -229,3 +229,30 @@ def test_the_forget_gate_lr_scale_trains_its_projection_at_that_multiple():
     assert sum(len(g["params"]) for g in opt.param_groups) == len(list(model.parameters()))
     with pytest.raises(ValidationError, match="lr_scale"):
         ModelSpec(preset="fox_pro", attention={"forget_gate": {"kind": "data_dependent", "lr_scale": 0}})
+
+
+def test_the_forget_gate_logit_normalizer_divides_log_f_and_its_gradient():
+    """log f = log sigmoid(logit) / logit_normalizer: the gate's output and the gradient reaching
+    its projection are divided by it; at 1 (the default) it is not part of the spec's identity."""
+    import torch
+
+    from workbench.model import build_model
+
+    plain = ModelSpec(preset="fox_pro", n_layers=1)
+    assert ModelSpec(preset="fox_pro", n_layers=1,
+                     attention={"forget_gate": {"kind": "data_dependent", "logit_normalizer": 1.0}}).spec_hash() == plain.spec_hash()
+    slow = ModelSpec(preset="fox_pro", n_layers=1,
+                     attention={"forget_gate": {"kind": "data_dependent", "logit_normalizer": 16.0}})
+    assert slow.spec_hash() != plain.spec_hash()
+    torch.manual_seed(0)
+    gate_plain = build_model(plain).blocks[0].attn.forget_gate
+    torch.manual_seed(0)
+    gate_slow = build_model(slow).blocks[0].attn.forget_gate
+    x = torch.randn(2, 5, plain.d_model)
+    out_plain, out_slow = gate_plain(x), gate_slow(x)
+    torch.testing.assert_close(out_slow, out_plain / 16)
+    out_plain.sum().backward()
+    out_slow.sum().backward()
+    torch.testing.assert_close(gate_slow.proj.weight.grad, gate_plain.proj.weight.grad / 16)
+    with pytest.raises(ValidationError, match="logit_normalizer"):
+        ModelSpec(preset="fox_pro", attention={"forget_gate": {"kind": "data_dependent", "logit_normalizer": 0}})
