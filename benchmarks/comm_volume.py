@@ -158,6 +158,9 @@ def worker(rank: int, workers: int, rendezvous: str, spec_json: str, out: str) -
         steps = [marks[0]] + [_minus(b, a) for a, b in zip(marks, marks[1:])]
         Path(out).write_text(json.dumps({"params": params, "at_wrap": wrap.snapshot(), "steps": steps,
                                          "total": count.snapshot(), "not_counted": count.not_counted()}))
+    # Every worker leaves together: a gloo peer that exits while rank 0 still writes its file can
+    # abort rank 0 ("terminate called without an active exception", SIGABRT; seen under load).
+    torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
 

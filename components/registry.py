@@ -39,7 +39,8 @@ class BlockDims:
 class ComponentSpec(BaseModel):
     """Options of one component kind; ``build`` is the only way to construct the module."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No option is infinite or NaN: a float field refuses .inf and .nan.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     slot: ClassVar[str]
     # Options added after trials were run with the behaviour of their default: the spec hash
     # leaves them out while they hold that default (workbench.spec_base), so those trials keep theirs.

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No option is infinite or NaN: a float field refuses .inf and .nan.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     _execution_only: ClassVar[frozenset[str]] = frozenset()
     _new_fields: ClassVar[frozenset[str]] = frozenset()
 

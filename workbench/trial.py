@@ -160,9 +160,10 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
     flops = flops_per_token(trial.model, data.context)["train"]
     peak = PEAK_FLOPS.get(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
     rate = trained["tokens_per_s"]  # the whole trial's: every worker's tokens
-    result.update(spike_figures(trained["history"], trial.train.warmup_tokens),
-                  grad_spike_parts=spike_parts(trained["history"], trial.train.warmup_tokens),
-                  **parts_columns(trained["history"]))
+    result.update(spike_figures(trained["history"], trial.train.warmup_tokens))
+    parts = parts_columns(trained["history"])  # with train.grad_norm_parts only
+    if parts:
+        result.update(parts, grad_spike_parts=spike_parts(trained["history"], trial.train.warmup_tokens))
     result.update(
         **getattr(data, "info", {}),  # brought data: the split and the tokenizer
         unigram_entropy=unigram_entropy(data.val_tokens()),
