@@ -1,7 +1,14 @@
 """benchmarks/comm_volume.py's count on a tiny model, 2 workers (gloo): DDP all-reduces every
 gradient once per step, FSDP2 all-gathers each block twice and the root once and reduce-scatters
 every gradient; the rest is a few bytes (the loss's mean, the gradient norm)."""
+import json
+
+import pytest
+from torch.multiprocessing.spawn import ProcessExitedException
+
 import comm_volume
+
+from tests.benchmarks import abort_once
 
 TINY = {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 2, "n_heads": 2,
                   "mlp": {"kind": "swiglu", "intermediate_size": 64}},
@@ -22,3 +29,13 @@ def test_the_step_moves_what_the_parameter_count_says():
     assert step["all-gather"] < 3 * 4 * p  # the root stays gathered from the forward into the backward
     assert 12 <= step["all-reduce"] < 1024 and fsdp["payload_over_formula"] == 1.0
     assert fsdp["ring_traffic_per_worker_bytes"] == (step["all-gather"] + step["reduce-scatter"]) / 2 + step["all-reduce"]
+
+
+def test_a_worker_that_dies_by_a_signal_is_started_again_once_not_forever(tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(comm_volume, "worker", abort_once.worker)
+    flag = tmp_path / "aborted"
+    assert comm_volume._spawn(2, json.dumps({"flag": str(flag)})) == {"rank0": True}
+    assert flag.exists() and "SIGABRT; starting the workers again (2 of 3)" in capfd.readouterr().err
+    with pytest.raises(ProcessExitedException, match="SIGABRT"):
+        comm_volume._spawn(2, json.dumps({"flag": str(flag), "always": True}))
+    assert "(3 of 3)" in capfd.readouterr().err
