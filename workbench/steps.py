@@ -50,8 +50,9 @@ class Launched:
     everything launched so far, the next step included, and the GPU would then idle while the
     host reports and launches the step after.)"""
     lr: float
-    values: torch.Tensor  # (loss, grad norm, report flag, the parts' grad norms...), fp32
+    values: torch.Tensor  # (loss, grad norm[, report flag], the parts' grad norms...), fp32
     done: torch.cuda.Event | None
+    flagged: bool = False  # whether values[2] is the report flag (N workers)
 
     @classmethod
     def queue(cls, lr: float, loss: torch.Tensor, grad_norm: torch.Tensor, workers=None,
@@ -60,19 +61,21 @@ class Launched:
         over the workers here; ``due`` (rank 0's wish to report) travels in the same all-reduce,
         so that every worker agrees on when to report. ``part_norms`` (GradParts.norms) travel
         in the same copy to the host."""
-        values = torch.stack([loss.detach().float(), grad_norm.detach().float(),
-                              torch.tensor(float(due), device=loss.device)])
+        values = torch.stack([loss.detach().float(), grad_norm.detach().float()])
+        if workers is not None:  # (one process sends nothing from the host: no copy to wait for)
+            values = torch.cat([values, values.new_tensor([float(due)])])
         if part_norms is not None:
             values = torch.cat([values, part_norms.float()])
         if workers is not None:
             values = workers.mean(values)
+        flagged = workers is not None
         if values.device.type != "cuda":
-            return cls(lr, values, None)
+            return cls(lr, values, None, flagged)
         host = torch.empty(len(values), dtype=torch.float32, pin_memory=True)
         host.copy_(values, non_blocking=True)
         done = torch.cuda.Event()
         done.record()
-        return cls(lr, host, done)
+        return cls(lr, host, done, flagged)
 
     def read(self) -> tuple[float, float]:
         if self.done is not None:
@@ -83,12 +86,12 @@ class Launched:
     @property
     def due(self) -> bool:
         """Whether rank 0 asked for a report at this step (False in one process)."""
-        return bool(self.values[2] > 0)
+        return self.flagged and bool(self.values[2] > 0)
 
     @property
     def part_norms(self) -> list[float]:
         """The parts' gradient norms (empty without them); after ``read``."""
-        return self.values[3:].tolist()
+        return self.values[3 if self.flagged else 2 :].tolist()
 
 
 def step_callable(model: nn.Module, execution: Execution, device: torch.device, grad_accum: int = 1):
