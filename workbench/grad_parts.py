@@ -1,7 +1,8 @@
 """Gradient norms by part of the model, for finding which part a gradient-norm spike comes from.
 
-A part is a parameter's name with the block index replaced by ``*`` (``blocks.*.attn.fgate.weight``:
-that parameter of every block together), so a model has a few dozen parts whatever its depth.
+A part is a parameter's name with the block index replaced by ``*``
+(``blocks.*.attn.forget_gate.proj.weight``: that parameter of every block together), so a model
+has a few dozen parts whatever its depth.
 With ``train.grad_norm_parts`` on, each step's history entry carries ``grad_norm_parts``: the
 norm of each part's gradient before clipping (the squares of the parts sum to the square of
 ``grad_norm``). docs/stability.md says how spikes are traced with it."""
@@ -34,14 +35,12 @@ class GradParts:
         self._params = list(groups.values())
 
     def norms(self) -> torch.Tensor:
-        """Each part's gradient norm (fp32, on the parameters' device); 0 for a part without one."""
+        """Each part's gradient norm (on the parameters' device), by the routine clip_grad_norm_
+        uses for the whole; 0 for a part without one."""
         out = []
         for params in self._params:
             grads = [p.grad for p in params if p.grad is not None]
-            if not grads:
-                out.append(torch.zeros((), device=params[0].device))
-                continue
-            out.append(torch.linalg.vector_norm(torch.stack([g.float().norm() for g in grads])))
+            out.append(nn.utils.get_total_norm(grads) if grads else torch.zeros((), device=params[0].device))
         return torch.stack(out)
 
     def named(self, values) -> dict[str, float]:
