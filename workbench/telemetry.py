@@ -116,7 +116,8 @@ def nvml_source(device: torch.device) -> NVMLSource | None:
 
 
 class GPUSampler:
-    """Calls ``source()`` every ``period_s`` seconds on a daemon thread. ``take()`` hands over the
+    """Calls ``source()`` every ``period_s`` seconds on a daemon thread, and once more when stopped
+    (so every trial has its first and last sample, however short). ``take()`` hands over the
     samples since its last call ({"time_ms", "tokens", "system/<name>": value}); ``summary()``
     gives the means over every sample. ``progress()`` (tokens trained so far) stamps each sample."""
 
@@ -141,21 +142,24 @@ class GPUSampler:
             self._thread.join(timeout=max(5.0, 2 * self.period_s))
 
     def _run(self) -> None:
-        while True:
-            try:
-                values = self.source()
-            except Exception:  # a failed read (NVML hiccup) skips one sample, never the trial
-                values = {}
-            if values:
-                sample = {"time_ms": int(time.time() * 1000), "tokens": int(self.progress())}
-                sample.update((PREFIX + k, float(v)) for k, v in values.items())
-                with self._lock:
-                    self._samples.append(sample)
-                    self._count += 1
-                    for k, v in values.items():
-                        self._sums[k] = self._sums.get(k, 0.0) + float(v)
-            if self._stop.wait(self.period_s):
-                return
+        self._sample()
+        while not self._stop.wait(self.period_s):
+            self._sample()
+        self._sample()  # the last one, at the stop: a trial shorter than a period still has its end
+
+    def _sample(self) -> None:
+        try:
+            values = self.source()
+        except Exception:  # a failed read (NVML hiccup) skips one sample, never the trial
+            return
+        if values:
+            sample = {"time_ms": int(time.time() * 1000), "tokens": int(self.progress())}
+            sample.update((PREFIX + k, float(v)) for k, v in values.items())
+            with self._lock:
+                self._samples.append(sample)
+                self._count += 1
+                for k, v in values.items():
+                    self._sums[k] = self._sums.get(k, 0.0) + float(v)
 
     def take(self) -> list[dict]:
         with self._lock:

@@ -43,6 +43,16 @@ def test_the_sampler_samples_on_its_thread_until_stopped():
     assert sampler.take() == []  # stopped: no more samples
 
 
+def test_a_run_shorter_than_a_period_has_its_first_and_last_sample():
+    progress = iter([0, 4096])
+    sampler = GPUSampler(FakeGPU(), period_s=60, progress=lambda: next(progress)).start()
+    time.sleep(0.05)
+    sampler.stop()
+    samples = sampler.take()
+    assert [s["tokens"] for s in samples] == [0, 4096]
+    assert sampler._thread is not None and not sampler._thread.is_alive()  # stop did not wait out the period
+
+
 def test_a_failing_read_skips_a_sample_not_the_trial():
     def flaky():
         raise RuntimeError("NVML hiccup")
@@ -108,7 +118,8 @@ def test_samples_reach_the_mlflow_run_as_system_metrics(study_run):
     assert len(runs) == 2
     for r in runs:
         history = client.get_metric_history(r.info.run_id, "system/gpu_0_utilization_percentage")
-        assert len(history) >= 5 and {h.value for h in history} <= {90.0, 100.0}
+        # Every 50 ms and once at the end: how many depends on how long the trial ran, at least two.
+        assert len(history) >= 2 and {h.value for h in history} <= {90.0, 100.0}
         # Stamped with the tokens trained when sampled, and with the time of the sample.
         steps = [h.step for h in sorted(history, key=lambda h: h.timestamp)]
         assert steps == sorted(steps) and steps[-1] > 0
