@@ -51,9 +51,8 @@ def trial_runs(workdir, experiment):
 
 
 def test_quickstart_runs_end_to_end_and_is_tracked(quickstart):
-    workdir, proc, seconds = quickstart
+    workdir, proc, _ = quickstart  # how long it takes is the overhead benchmark's to state (docs/performance.md)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert seconds < 180
     # Without a terminal, plain progress lines (no cursor moves): tokens, loss, ETA per trial.
     assert "\x1b[" not in proc.stderr
     for variant in ("FoX (Pro)", "FoX (Pro) - forget gate", "FoX (Pro) - KV-shift"):
