@@ -2,13 +2,16 @@
 
 k_t = a_t * k~_{t-1} + (1 - a_t) * k~_t per head, a_t = sigmoid(w_a . x_t) (no bias), k~_0 = 0;
 the same for v with its own a. Kinds ``k``, ``v`` and ``kv`` say which of the two are shifted.
+``logit_normalizer: N`` makes a_t = sigmoid(w_a . x_t / N) (docs/stability.md).
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn as nn
+from pydantic import PositiveFloat
+from torch.nn.utils import parametrize
 
 from components.registry import BlockDims, ComponentSpec, none_kind, register
 
@@ -57,11 +60,28 @@ def token_shift(alpha_logit: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return _TokenShift.apply(alpha_logit, y)
 
 
+class _Divided(nn.Module):
+    """A weight used divided by a constant: the parametrisation of a normalised mixing logit."""
+
+    def __init__(self, by: float):
+        super().__init__()
+        self.by = by
+
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return weight / self.by
+
+
 class KVShift(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, shift_k: bool, shift_v: bool):
+    def __init__(self, d_model: int, n_heads: int, shift_k: bool, shift_v: bool, logit_normalizer: float = 1.0):
         super().__init__()
         self.k_alpha = nn.Linear(d_model, n_heads, bias=False) if shift_k else None
         self.v_alpha = nn.Linear(d_model, n_heads, bias=False) if shift_v else None
+        if logit_normalizer != 1.0:
+            # The weight the projections use (both paths, fused or not, read ``.weight``) is the
+            # trained parameter divided by N, so the logit and the gradient reaching the parameter
+            # are divided by N; the model's init draws the parameter itself (workbench/model.py).
+            for proj in self.input_projections().values():
+                parametrize.register_parametrization(proj, "weight", _Divided(logit_normalizer))
 
     def input_projections(self) -> dict[str, nn.Linear]:
         return {name: proj for name, proj in (("k", self.k_alpha), ("v", self.v_alpha)) if proj is not None}
@@ -83,9 +103,15 @@ class KVShift(nn.Module):
 def _shift_kind(name: str, shift_k: bool, shift_v: bool):
     class ShiftSpec(ComponentSpec):
         kind: Literal[name] = name  # type: ignore[valid-type]
+        # a_t = sigmoid(w_a . x_t / logit_normalizer): a value above 1 divides the mixing logit and
+        # the gradient that reaches w_a by it (as the forget gate's normaliser does for log f); where
+        # the gradient-norm spikes go once the forget gate is normalised (docs/stability.md). 1 is
+        # the paper's KV-shift, left out of the spec hash.
+        logit_normalizer: PositiveFloat = 1.0
+        _new_fields: ClassVar[frozenset[str]] = frozenset({"logit_normalizer"})
 
         def build(self, dims: BlockDims) -> nn.Module:
-            return KVShift(dims.d_model, dims.n_heads, shift_k, shift_v)
+            return KVShift(dims.d_model, dims.n_heads, shift_k, shift_v, self.logit_normalizer)
 
     ShiftSpec.slot = "kv_shift"
     ShiftSpec.__name__ = ShiftSpec.__qualname__ = f"{name.upper()}ShiftSpec"

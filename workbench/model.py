@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.utils import parametrize
 
 from kernels import forgetting_attention
 from workbench.execution import Execution
@@ -171,7 +172,11 @@ class LM(nn.Module):
         # docs/fox-notes.md, "Initialisation": every Linear and the embedding N(0, std), biases 0
         # (the forget gate's too); norm scales and component-owned parameters keep their own init.
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=self.spec.init_std)
+            # A parametrised weight (the KV-shift's normalised mixing weights) is drawn at its
+            # parameter: the weight itself is computed from it at each use.
+            weight = (module.parametrizations.weight.original if parametrize.is_parametrized(module, "weight")
+                      else module.weight)
+            nn.init.normal_(weight, std=self.spec.init_std)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
         # A component's own init of some of its Linears' parameters (the forget gate's bias):

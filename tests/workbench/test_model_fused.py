@@ -50,6 +50,7 @@ def test_model_loss_and_gradients_equal_the_unfused_loss(tied):
     {},  # fox_pro: KV-shift on k and v, QK-norm, no RoPE
     {"kv_shift": "k", "qk_norm": "none", "rope": "rope"},
     {"kv_shift": "none", "qk_norm": {"kind": "rmsnorm", "share_across_heads": True}},
+    {"kv_shift": {"kind": "kv", "logit_normalizer": 8.0}},  # parametrised mixing weights
 ])
 def test_model_with_the_qkv_kernel_equals_the_component_code(attention, monkeypatch):
     """prepare_qkv against the components' own code: the same loss and every parameter's gradient

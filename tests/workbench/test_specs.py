@@ -256,3 +256,37 @@ def test_the_forget_gate_logit_normalizer_divides_log_f_and_its_gradient():
     torch.testing.assert_close(gate_slow.proj.weight.grad, gate_plain.proj.weight.grad / 16)
     with pytest.raises(ValidationError, match="logit_normalizer"):
         ModelSpec(preset="fox_pro", attention={"forget_gate": {"kind": "data_dependent", "logit_normalizer": 0}})
+
+
+def test_the_kv_shift_logit_normalizer_divides_the_mixing_logit_and_its_gradient():
+    """a_t = sigmoid(w_a . x_t / N): with the same trained parameter the shifted k and v are those of
+    the plain shift at w_a / N, and the gradient reaching the parameter is divided by N; the
+    parameter is drawn by the model's init as a plain weight is; at 1 it is not in the spec's identity."""
+    import torch
+
+    from workbench.model import build_model
+
+    plain = ModelSpec(preset="fox_pro", n_layers=1)
+    assert ModelSpec(preset="fox_pro", n_layers=1,
+                     attention={"kv_shift": {"kind": "kv", "logit_normalizer": 1.0}}).spec_hash() == plain.spec_hash()
+    slow = ModelSpec(preset="fox_pro", n_layers=1, attention={"kv_shift": {"kind": "kv", "logit_normalizer": 16.0}})
+    assert slow.spec_hash() != plain.spec_hash()
+    torch.manual_seed(0)
+    shift_slow = build_model(slow).blocks[0].attn.kv_shift
+    param = shift_slow.k_alpha.parametrizations.weight.original
+    assert 0.015 < param.std().item() < 0.025  # the model's N(0, 0.02), not nn.Linear's own init
+    shift_plain = build_model(plain).blocks[0].attn.kv_shift
+    with torch.no_grad():
+        shift_plain.k_alpha.weight.copy_(shift_slow.k_alpha.parametrizations.weight.original / 16)
+        shift_plain.v_alpha.weight.copy_(shift_slow.v_alpha.parametrizations.weight.original / 16)
+    H, D = plain.n_heads, plain.d_model // plain.n_heads
+    x = torch.randn(2, 5, plain.d_model)
+    k, v = torch.randn(2, 5, H, D), torch.randn(2, 5, H, D)
+    out_plain, out_slow = shift_plain(x, k, v), shift_slow(x, k, v)
+    for a, b in zip(out_slow, out_plain):
+        torch.testing.assert_close(a, b)
+    sum(t.sum() for t in out_plain).backward()
+    sum(t.sum() for t in out_slow).backward()
+    torch.testing.assert_close(param.grad, shift_plain.k_alpha.weight.grad / 16)
+    with pytest.raises(ValidationError, match="logit_normalizer"):
+        ModelSpec(preset="fox_pro", attention={"kv_shift": {"kind": "kv", "logit_normalizer": -1}})
