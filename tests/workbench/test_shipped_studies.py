@@ -42,8 +42,9 @@ def test_dry_run_lists_each_trial_with_parameters_tokens_and_flops(path, trials,
 
 def test_the_tuned_table3_searches_every_row_then_confirms_it(tmp_path):
     """studies/fox_table3_tuned.yaml: fox_table3.yaml's rows and size, each row searched over three
-    learning rates on seed 0 and confirmed on 3 seeds, every gated row's gate started at bias 4;
-    its dry run lists the search and says what follows it."""
+    learning rates on seed 0 and confirmed on 3 seeds, in the stable recipe of docs/stability.md
+    (every gate and KV-shift normalised by 16, a 10M-token warmup); its dry run lists the search
+    and says what follows it."""
     import subprocess
     import sys
 
@@ -56,13 +57,17 @@ def test_the_tuned_table3_searches_every_row_then_confirms_it(tmp_path):
     assert {n for t in trials for n in (t.variant, *t.aliases)} == {t.variant for t in table3} | {
         a for t in table3 for a in t.aliases}
     for t in trials:
-        gate = t.spec.model.attention.forget_gate
-        assert gate.kind == "none" or gate.bias_init == 4.0, t.variant
-        # Apart from the gate's start and the learning rate, the trial of fox_table3.yaml.
+        attention = t.spec.model.attention
+        assert attention.forget_gate.kind == "none" or attention.forget_gate.logit_normalizer == 16.0, t.variant
+        assert attention.kv_shift.kind == "none" or attention.kv_shift.logit_normalizer == 16.0, t.variant
+        assert t.spec.train.warmup_tokens == 10_000_000
+        # Apart from the recipe and the learning rate, the trial of fox_table3.yaml.
         old = next(o for o in table3 if o.variant == t.variant and o.seed == 0).spec.model_dump(mode="json")
         new = t.spec.model_dump(mode="json")
-        new["model"]["attention"]["forget_gate"] = old["model"]["attention"]["forget_gate"]
-        new["train"]["lr"] = old["train"]["lr"]
+        for slot in ("forget_gate", "kv_shift"):
+            new["model"]["attention"][slot] = old["model"]["attention"][slot]
+        for key in ("lr", "warmup_tokens"):
+            new["train"][key] = old["train"][key]
         assert new == old, t.variant
     proc = subprocess.run([sys.executable, "-m", "workbench.cli", "run", "studies/fox_table3_tuned.yaml", "--dry-run",
                            "--workdir", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
