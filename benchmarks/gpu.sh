@@ -8,8 +8,10 @@
 #   bash benchmarks/gpu.sh trials      # 125M FoX (Pro) and Transformer (LLaMA), twice   (~6 min)
 #   bash benchmarks/gpu.sh packing     # studies/packing.yaml packed 4 to the GPU and 1 to a GPU (~3 min)
 #   bash benchmarks/gpu.sh stability   # studies/stability.yaml (docs/stability.md), ~12 min: for
-#       $STABILITY_SECONDS (default 560) at most; its store comes back as $OUT/stability.db, and a
-#       store carried in as wb-runs/stability.db resumes it (finished trials are kept); the finished
+#       $STABILITY_SECONDS (default 560) at most; its store comes back as $OUT/stability.db and,
+#       xz-compressed (about 80 kB a trial against 0.9 MB), as $OUT/stability.db.xz; a store carried
+#       in as wb-runs/stability.db or wb-runs/stability.db.xz resumes it (finished trials are kept;
+#       next to the 60 MB wheel folder a call carries about 5 MB more, so carry the .xz); the finished
 #       trials' result.json files come back in $OUT/stability-results.tgz; STABILITY_STUDY runs another
 #       study file
 #   bash benchmarks/gpu.sh ray-train   # 125M FoX (Pro): plain, Ray Train 1 worker DDP / FSDP, and
@@ -55,9 +57,13 @@ for part in "${parts[@]}"; do
       wd=/tmp/stability
       mkdir -p "$wd"
       [ -f wb-runs/stability.db ] && [ ! -f "$wd/mlflow.db" ] && cp wb-runs/stability.db "$wd/mlflow.db"
+      [ -f wb-runs/stability.db.xz ] && [ ! -f "$wd/mlflow.db" ] && python3 -c "import lzma, shutil, sys
+with lzma.open(sys.argv[1]) as src, open(sys.argv[2], 'wb') as dst: shutil.copyfileobj(src, dst)" wb-runs/stability.db.xz "$wd/mlflow.db"
       timeout -k 30 -s INT "${STABILITY_SECONDS:-560}" python3 -m workbench.cli run "${STABILITY_STUDY:-studies/stability.yaml}" \
         --workdir "$wd" > "$OUT/stability.log" 2>&1 || status=1
       cp "$wd/mlflow.db" "$OUT/stability.db"
+      python3 -c "import lzma, shutil, sys
+with open(sys.argv[1], 'rb') as src, lzma.open(sys.argv[2], 'wb', preset=6) as dst: shutil.copyfileobj(src, dst)" "$wd/mlflow.db" "$OUT/stability.db.xz"
       # Each finished trial's result.json (spec, final metrics, spike figures, the parts' gradient
       # norms where recorded), in one archive: the store may be too large to come back from the GPU
       # machine, and a call brings back a few files only.
