@@ -17,10 +17,11 @@ _BLOCK_INDEX = re.compile(r"\.\d+\.")
 
 
 def part_of(name: str) -> str:
-    """The part a parameter belongs to: its name without a wrapper's prefix, the block index ``*``."""
+    """The part a parameter belongs to: its name without a wrapper's prefix, the block index ``*``;
+    a parametrised weight's original under its module's ``weight``."""
     for prefix in ("module.", "_orig_mod."):
         name = name.removeprefix(prefix)
-    return _BLOCK_INDEX.sub(".*.", name)
+    return _BLOCK_INDEX.sub(".*.", name.replace(".parametrizations.weight.original", ".weight"))
 
 
 class GradParts:

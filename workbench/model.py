@@ -16,6 +16,15 @@ from workbench.execution import Execution
 from workbench.specs import ModelSpec
 
 
+def stored_weight(module: nn.Module) -> nn.Parameter:
+    """The trained parameter behind ``module.weight``: the weight itself, or for a parametrised one
+    (torch.nn.utils.parametrize: the KV-shift's normalised mixing weights) the original it is computed
+    from at each use. Init draws it and weight decay applies to it as to a plain weight."""
+    if parametrize.is_parametrized(module, "weight"):
+        return module.parametrizations.weight.original
+    return module.weight
+
+
 class Attention(nn.Module):
     def __init__(self, spec: ModelSpec, execution: Execution = Execution()):
         super().__init__()
@@ -172,11 +181,7 @@ class LM(nn.Module):
         # docs/fox-notes.md, "Initialisation": every Linear and the embedding N(0, std), biases 0
         # (the forget gate's too); norm scales and component-owned parameters keep their own init.
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            # A parametrised weight (the KV-shift's normalised mixing weights) is drawn at its
-            # parameter: the weight itself is computed from it at each use.
-            weight = (module.parametrizations.weight.original if parametrize.is_parametrized(module, "weight")
-                      else module.weight)
-            nn.init.normal_(weight, std=self.spec.init_std)
+            nn.init.normal_(stored_weight(module), std=self.spec.init_std)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
         # A component's own init of some of its Linears' parameters (the forget gate's bias):

@@ -14,6 +14,7 @@ import torch.nn as nn
 from workbench.data import IGNORE
 from workbench.execution import Execution
 from workbench.grad_parts import GradParts
+from workbench.model import stored_weight
 from workbench.sharding import Shard, shard_batches
 from workbench.specs import TrainSpec
 
@@ -30,7 +31,7 @@ def make_optimizer(model: nn.Module, spec: TrainSpec, device: torch.device) -> t
     """Weight decay on the matrices of Linear layers and the embedding only (docs/fox-notes.md, "Training
     recipe"); a parameter with an ``lr_scale`` attribute (set by its component) trains at that multiple
     of the schedule's learning rate, in a group of its own."""
-    decay = {id(m.weight) for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))}
+    decay = {id(stored_weight(m)) for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))}
     params = list(dict.fromkeys(model.parameters()))
     keyed: dict[tuple[bool, float], list] = {}
     for p in params:

@@ -288,5 +288,17 @@ def test_the_kv_shift_logit_normalizer_divides_the_mixing_logit_and_its_gradient
     sum(t.sum() for t in out_plain).backward()
     sum(t.sum() for t in out_slow).backward()
     torch.testing.assert_close(param.grad, shift_plain.k_alpha.weight.grad / 16)
+    # Weight decay reaches the parameter as it reaches a plain weight (36b4be3 left it out: the
+    # decayed set was built from the computed weights), and its gradient part keeps the plain name.
+    from workbench.grad_parts import part_of
+    from workbench.specs import TrainSpec
+    from workbench.train import make_optimizer
+
+    for spec in (plain, slow):
+        model = build_model(spec)
+        opt = make_optimizer(model, TrainSpec(tokens=1000, lr=1e-3), torch.device("cpu"))
+        names = {id(p): n for n, p in model.named_parameters()}
+        decayed = {part_of(names[id(p)]) for g in opt.param_groups if g["weight_decay"] > 0 for p in g["params"]}
+        assert {"blocks.*.attn.kv_shift.k_alpha.weight", "blocks.*.attn.kv_shift.v_alpha.weight"} <= decayed
     with pytest.raises(ValidationError, match="logit_normalizer"):
         ModelSpec(preset="fox_pro", attention={"kv_shift": {"kind": "kv", "logit_normalizer": -1}})
