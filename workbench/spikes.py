@@ -30,7 +30,7 @@ KEYS = ("grad_spikes", "grad_spike_steps", "grad_norm_max", "grad_norm_median", 
         "first_grad_spike_tokens", "loss_spikes")
 
 
-def _runs(flags: np.ndarray) -> int:
+def flag_runs(flags: np.ndarray) -> int:
     """Number of maximal runs of True in a boolean vector."""
     if not flags.size:
         return 0
@@ -77,13 +77,13 @@ def spike_figures(history: list[dict], warmup_tokens: int) -> dict:
     loss = np.array([h["train_loss"] for h in history], dtype=np.float64)
     loss_flags = loss_spike_mask(loss)[mask]
     return {
-        "grad_spikes": _runs(spikes),
+        "grad_spikes": flag_runs(spikes),
         "grad_spike_steps": int(spikes.sum()),
         "grad_norm_max": float(grad.max()),
         "grad_norm_median": median,
         "grad_norm_max_ratio": float(grad.max() / median) if median > 0 else None,
         "first_grad_spike_tokens": int(tokens[spikes][0]) if spikes.any() else None,
-        "loss_spikes": _runs(loss_flags),
+        "loss_spikes": flag_runs(loss_flags),
     }
 
 
