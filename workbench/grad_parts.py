@@ -14,14 +14,15 @@ import torch
 from torch import nn
 
 _BLOCK_INDEX = re.compile(r"\.\d+\.")
+_PARAMETRISED = re.compile(r"\.parametrizations\.(\w+)\.original$")  # torch.nn.utils.parametrize's name
 
 
 def part_of(name: str) -> str:
     """The part a parameter belongs to: its name without a wrapper's prefix, the block index ``*``;
-    a parametrised weight's original under its module's ``weight``."""
+    a parametrised attribute's original under the attribute's own name."""
     for prefix in ("module.", "_orig_mod."):
         name = name.removeprefix(prefix)
-    return _BLOCK_INDEX.sub(".*.", name.replace(".parametrizations.weight.original", ".weight"))
+    return _BLOCK_INDEX.sub(".*.", _PARAMETRISED.sub(r".\1", name))
 
 
 class GradParts:

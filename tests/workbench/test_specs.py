@@ -264,7 +264,7 @@ def test_the_kv_shift_logit_normalizer_divides_the_mixing_logit_and_its_gradient
     parameter is drawn by the model's init as a plain weight is; at 1 it is not in the spec's identity."""
     import torch
 
-    from workbench.model import build_model
+    from workbench.model import build_model, stored_weight
 
     plain = ModelSpec(preset="fox_pro", n_layers=1)
     assert ModelSpec(preset="fox_pro", n_layers=1,
@@ -273,12 +273,13 @@ def test_the_kv_shift_logit_normalizer_divides_the_mixing_logit_and_its_gradient
     assert slow.spec_hash() != plain.spec_hash()
     torch.manual_seed(0)
     shift_slow = build_model(slow).blocks[0].attn.kv_shift
-    param = shift_slow.k_alpha.parametrizations.weight.original
+    param = stored_weight(shift_slow.k_alpha)
+    assert param is shift_slow.k_alpha.parametrizations.weight.original
     assert 0.015 < param.std().item() < 0.025  # the model's N(0, 0.02), not nn.Linear's own init
     shift_plain = build_model(plain).blocks[0].attn.kv_shift
     with torch.no_grad():
-        shift_plain.k_alpha.weight.copy_(shift_slow.k_alpha.parametrizations.weight.original / 16)
-        shift_plain.v_alpha.weight.copy_(shift_slow.v_alpha.parametrizations.weight.original / 16)
+        shift_plain.k_alpha.weight.copy_(param / 16)
+        shift_plain.v_alpha.weight.copy_(stored_weight(shift_slow.v_alpha) / 16)
     H, D = plain.n_heads, plain.d_model // plain.n_heads
     x = torch.randn(2, 5, plain.d_model)
     k, v = torch.randn(2, 5, H, D), torch.randn(2, 5, H, D)
