@@ -22,6 +22,13 @@ def _load_model_spec(target: str):
     return validate(ModelSpec, data, target)
 
 
+def _component(spec) -> str:
+    """A slot's kind and the options it sets away from their defaults: `kv(logit_normalizer=16)`."""
+    options = {k: v for k, v in spec.model_dump(mode="json", exclude_defaults=True).items() if k != "kind"}
+    return spec.kind + (f"({', '.join(f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}' for k, v in options.items())})"
+                        if options else "")
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from workbench.info import flops_per_token, param_breakdown, param_counts
 
@@ -31,12 +38,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     spec = _load_model_spec(args.spec)
     counts, parts = param_counts(spec), param_breakdown(spec)
     flops = flops_per_token(spec, args.context)
-    slots = ", ".join(f"{k}={v.kind}" for k, v in spec.attention.slots().items())
+    slots = ", ".join(f"{k}={_component(v)}" for k, v in spec.attention.slots().items())
     if spec.attention.log_pruning_tolerance is not None:
         slots += f"; pruning ln eps {spec.attention.log_pruning_tolerance:g}"
     print(f"model        {spec.n_layers} x {spec.d_model}, {spec.n_heads} heads of {spec.head_dim}, vocab {spec.vocab_size}")
     print(f"attention    {slots}")
-    print(f"mlp / norm   {spec.mlp.kind} / {spec.norm.kind}")
+    print(f"mlp / norm   {_component(spec.mlp)} / {_component(spec.norm)}")
     print(f"spec hash    {spec.spec_hash()}")
     print(f"params       total {counts['total']:,}   without input embedding {counts['non_embedding']:,}"
           f"   blocks + final norm {counts['blocks']:,}")
@@ -51,6 +58,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from workbench.errors import read_yaml, validate
+    from workbench.folder_lock import FolderLock
     from workbench.specs import TrialSpec
     from workbench.train import TrainError
     from workbench.trial import run_trial
@@ -62,19 +70,24 @@ def cmd_train(args: argparse.Namespace) -> int:
         trial = with_workers(trial, args.workers, "--workers")
     out = Path(args.out)
     faults.check_folder(out, "--out", write=True)
-    if not args.resume and (out / "checkpoint.pt").exists():
-        (out / "checkpoint.pt").unlink()
-    print(f"trial {trial.spec_hash()}  ->  {out}", file=sys.stderr)
-    try:
-        if trial.train.workers > 1:
-            from workbench.ray_train import run_workers
+    with FolderLock(out) as lock:
+        if not lock.held:
+            print(f"error: --out {out} is in use by another `wb train`: two trials writing one folder would mix "
+                  "their checkpoints and metrics; wait for it to end or give another --out", file=sys.stderr)
+            return 2
+        if not args.resume and (out / "checkpoint.pt").exists():
+            (out / "checkpoint.pt").unlink()
+        print(f"trial {trial.spec_hash()}  ->  {out}", file=sys.stderr)
+        try:
+            if trial.train.workers > 1:
+                from workbench.ray_train import run_workers
 
-            result = run_workers(trial, out)
-        else:
-            result = run_trial(trial, out, progress=True)
-    except TrainError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+                result = run_workers(trial, out)
+            else:
+                result = run_trial(trial, out, progress=True)
+        except TrainError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     rate = f"{result['tokens_per_s']:,.0f} tokens/s" if result["tokens_per_s"] else "n/a"
     mfu = f", MFU {100 * result['mfu']:.1f}%" if result["mfu"] else ""
     print(f"val_loss {result['val_loss']:.4f} nats/token (ppl {result['val_ppl']:.3f}); unigram entropy "

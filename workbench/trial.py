@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import platform
 import subprocess
 import sys
@@ -78,6 +79,8 @@ class JsonlReporter:
 
     def on_resume(self, history: list[dict]) -> None:
         self.path.write_text("".join(json.dumps(h) + "\n" for h in history))
+        if self.echo is not None and history:
+            self.echo.resumed(history[-1]["tokens"], history[-1].get("step"))
 
     def report(self, tokens: int, metrics: dict) -> None:
         with self.path.open("a") as f:
@@ -87,21 +90,34 @@ class JsonlReporter:
 
 
 class Progress:
-    """One status line on stderr, redrawn at most twice a second."""
+    """One status line on stderr, redrawn at most twice a second. ``total``: the tokens the trial
+    trains, whole steps (its spec's tokens rounded up to a step). The rate and ETA count from the
+    first report, or from the checkpoint a resumed trial starts at."""
 
     def __init__(self, total_tokens: int):
-        self.total, self.start, self.last = total_tokens, time.time(), 0.0
+        self.total, self.last = total_tokens, 0.0
+        self.origin: tuple[float, int] | None = None  # (time, tokens) the rate counts from
+
+    def resumed(self, tokens: int, step: int | None) -> None:
+        at = f"step {step:,}, " if step is not None else ""
+        sys.stderr.write(f"  resuming from its checkpoint at {at}{tokens:,}/{self.total:,} tokens\n")
+        sys.stderr.flush()
+        self.origin = (time.time(), tokens)
 
     def __call__(self, tokens: int, metrics: dict) -> None:
         now = time.time()
+        if self.origin is None:
+            self.origin = (now, 0)
         if now - self.last < 0.5 and tokens < self.total:
             return
         self.last = now
-        rate = tokens / max(now - self.start, 1e-9)
-        eta = (self.total - tokens) / max(rate, 1e-9)
+        seconds, done = now - self.origin[0], tokens - self.origin[1]
+        rate = done / seconds if seconds > 0 and done > 0 else None
+        eta = f"{max(0.0, (self.total - tokens) / rate):.0f}s" if rate else "?"
+        speed = f"{rate:,.0f} tok/s" if rate else "? tok/s"
         val = f"  val {metrics['val_loss']:.3f}" if "val_loss" in metrics else ""
         sys.stderr.write(f"\r  step {metrics['step']}  {tokens:,}/{self.total:,} tokens  loss {metrics['train_loss']:.3f}{val}"
-                         f"  {rate:,.0f} tok/s  eta {eta:.0f}s   ")
+                         f"  {speed}  eta {eta}   ")
         if tokens >= self.total:
             sys.stderr.write("\n")
         sys.stderr.flush()
@@ -130,7 +146,8 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
     model = build_model(trial.model, execution).to(device)
     if workers is not None:
         model = workers.wrap(model)
-    echo = Progress(trial.train.tokens) if progress else None
+    step_tokens = trial.train.batch_size * trial.train.grad_accum * data.context
+    echo = Progress(math.ceil(trial.train.tokens / step_tokens) * step_tokens) if progress else None
     if reporter is None and lead:
         reporter = JsonlReporter(out_dir / "metrics.jsonl", echo)
     if lead:

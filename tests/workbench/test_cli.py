@@ -29,6 +29,13 @@ def test_info_names_the_slots_and_the_pruning_tolerance(tmp_path):
     out = wb("info", str(spec))
     assert out.returncode == 0, out.stderr
     assert "forget_gate=data_dependent" in out.stdout and "pruning ln eps -10" in out.stdout
+    # a slot's options away from their defaults are named with it
+    spec.write_text("preset: fox_pro\nattention: {forget_gate: {kind: data_dependent, logit_normalizer: 16},\n"
+                    "            kv_shift: {kind: kv, logit_normalizer: 16}}\n")
+    out = wb("info", str(spec))
+    assert out.returncode == 0, out.stderr
+    assert "forget_gate=data_dependent(logit_normalizer=16)" in out.stdout
+    assert "kv_shift=kv(logit_normalizer=16)" in out.stdout and "qk_norm=rmsnorm," in out.stdout
 
 
 def test_every_option_of_every_command_has_help():

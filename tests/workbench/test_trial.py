@@ -1,6 +1,7 @@
 """One trial end to end through `wb train`: learning, per-position loss, extrapolation, resume."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -93,6 +94,8 @@ def test_a_killed_run_resumes_to_the_same_loss_curve_bit_for_bit(tmp_path):
     assert not (out / "result.json").exists(), "the run finished before it could be killed"
     resumed = wb_train(trial, out)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    # it says so, at the checkpoint's step and tokens
+    assert re.search(r"resuming from its checkpoint at step [\d,]+, [\d,]+/24,576 tokens", resumed.stderr), resumed.stderr[-2000:]
     a = json.loads((out / "result.json").read_text())
     b = json.loads((tmp_path / "straight" / "result.json").read_text())
     assert a["device"] == b["device"]  # "cpu (N threads)": the bits are those of N threads
@@ -105,6 +108,40 @@ def test_a_killed_run_resumes_to_the_same_loss_curve_bit_for_bit(tmp_path):
         one.mkdir()
         assert wb_train(small_trial(one, tokens=24_576, warmup_tokens=8192, cpu_threads=1), one / "out").returncode == 0
         assert curve(one / "out") != curve(tmp_path / "straight")
+
+
+def test_the_progress_line_counts_the_whole_steps_a_trial_trains(tmp_path):
+    """A token budget that is not a whole number of steps trains whole steps (rounded up): the
+    progress line's total is what it trains, so it never passes 100% or shows a negative ETA."""
+    trial = small_trial(tmp_path, tokens=4_000)  # steps of 8 x 128 = 1,024 tokens: 4 steps, 4,096
+    out = wb_train(trial, tmp_path / "out")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads((tmp_path / "out" / "result.json").read_text())["train_tokens"] == 4_096
+    lines = [line for line in re.split(r"[\r\n]", out.stderr) if " tokens  loss " in line]
+    assert lines and all("/4,096 tokens" in line for line in lines), lines
+    assert "4,096/4,096 tokens" in lines[-1] and "eta -" not in out.stderr
+
+
+def test_a_second_wb_train_into_a_busy_out_folder_is_refused(tmp_path):
+    """Two `wb train` into one --out would interleave their checkpoints and metrics.jsonl: the
+    second is refused with a sentence while the first runs, the first finishes untouched, and the
+    folder is free again once it has ended (a killed holder frees it too: the lock is the OS's)."""
+    trial = small_trial(tmp_path, tokens=49_152, checkpoint_every_tokens=8192)
+    out = tmp_path / "out"
+    first = subprocess.Popen([sys.executable, "-m", "workbench.cli", "train", str(trial), "--out", str(out)],
+                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (out / "metrics.jsonl").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    second = wb_train(trial, out, timeout=120)
+    assert first.poll() is None, "the first run ended before the second started: nothing was tested"
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert f"--out {out} is in use by another `wb train`" in second.stderr
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    again = wb_train(trial, out, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert len(curve(out)) == 48  # one row per step: the resumed run's, none twice
 
 
 def write_trial(tmp_path, data, model=None, train=None):
