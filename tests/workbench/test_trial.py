@@ -74,6 +74,17 @@ def curve(out):
     return [(r["tokens"], r["train_loss"]) for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())]
 
 
+def start_wb_train(trial, out, until, seconds):
+    """`wb train` started in the background, returned once the file ``until`` exists (or after
+    ``seconds``)."""
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "train", str(trial), "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + seconds
+    while not until.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    return proc
+
+
 def test_a_killed_run_resumes_to_the_same_loss_curve_bit_for_bit(tmp_path):
     """At the default thread count, in separate processes (README, **A trial**; docs/determinism.md):
     the resumed run's loss curve and result are the uninterrupted run's, bit for bit, on the same
@@ -84,11 +95,7 @@ def test_a_killed_run_resumes_to_the_same_loss_curve_bit_for_bit(tmp_path):
     straight = wb_train(trial, tmp_path / "straight")
     assert straight.returncode == 0, straight.stderr[-2000:]
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "train", str(trial), "--out", str(out)],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while not (out / "checkpoint.pt").exists() and time.time() < deadline:
-        time.sleep(0.05)
+    proc = start_wb_train(trial, out, until=out / "checkpoint.pt", seconds=60)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "result.json").exists(), "the run finished before it could be killed"
@@ -124,15 +131,11 @@ def test_the_progress_line_counts_the_whole_steps_a_trial_trains(tmp_path):
 
 def test_a_second_wb_train_into_a_busy_out_folder_is_refused(tmp_path):
     """Two `wb train` into one --out would interleave their checkpoints and metrics.jsonl: the
-    second is refused with a sentence while the first runs, the first finishes untouched, and the
-    folder is free again once it has ended (a killed holder frees it too: the lock is the OS's)."""
+    second is refused with a sentence while the first runs, and the folder is free again once
+    the first has ended (a killed holder frees it too: the lock is the OS's)."""
     trial = small_trial(tmp_path, tokens=49_152, checkpoint_every_tokens=8192)
     out = tmp_path / "out"
-    first = subprocess.Popen([sys.executable, "-m", "workbench.cli", "train", str(trial), "--out", str(out)],
-                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while not (out / "metrics.jsonl").exists() and time.time() < deadline:
-        time.sleep(0.05)
+    first = start_wb_train(trial, out, until=out / "metrics.jsonl", seconds=120)
     second = wb_train(trial, out, timeout=120)
     assert first.poll() is None, "the first run ended before the second started: nothing was tested"
     assert second.returncode == 2, second.stderr[-2000:]
