@@ -44,8 +44,8 @@ class TrainError(RuntimeError):
 
 
 class Reporter(Protocol):
-    """Receives the metrics of every step; may also define ``on_resume(history)``, called with
-    the checkpoint's history when training resumes. Under N workers every worker's reporter also
+    """Receives the metrics of every step; may also define ``on_resume(history)``, called before
+    the first step with the checkpoint's history (empty when training starts from step 0). Under N workers every worker's reporter also
     defines ``due()`` (asked as a step launches: rank 0's answer, whether a progress report is due,
     goes to every worker with the step's loss) and takes ``report(tokens, metrics, due=...)``."""
 
@@ -133,8 +133,9 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
     if checkpoint is not None and checkpoint.exists():
         load = workers.load if workers else load_checkpoint
         state = load(checkpoint, model, opt, trial.spec_hash(), total_steps) or TrainState()
-        if state.step and hasattr(reporter, "on_resume"):
-            reporter.on_resume(state.history)
+    if hasattr(reporter, "on_resume"):
+        # also at step 0: what a run killed before its first checkpoint reported is dropped
+        reporter.on_resume(state.history)
     step_fn = step_callable(model, execution, device, spec.grad_accum if workers is None else workers.shard.micro_batches)
     batches = BatchQueue(data, trial.seed, spec, device, workers.shard if workers else None)
     sync = partial(workers.sync, model) if workers else None
