@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Sets up the environment (scripts/setup.sh) and runs the test suite; extra arguments go to pytest.
+# Two pytest-xdist workers by default (WB_TEST_WORKERS=N for another count, 0 for none; a -n among
+# the arguments wins): most of the suite's time is waiting on Ray, MLflow and subprocesses to start,
+# so two workers finish it in about 17 min on 2 cores against 27 min for one. Every test that starts
+# Ray gives it its own temp dir and ports, so the workers never meet.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
 cd "$root"
-exec python -m pytest "$@"
+exec python -m pytest -n "${WB_TEST_WORKERS:-2}" --dist worksteal "$@"
