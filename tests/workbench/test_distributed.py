@@ -133,43 +133,74 @@ def test_a_killed_two_worker_trial_resumes_on_one_worker(tmp_path):
     assert_same_curve(losses(out / "metrics.jsonl"), losses(tmp_path / "reference" / "metrics.jsonl"), 60)
 
 
-def test_an_fsdp_checkpoint_resumes_on_one_worker_and_a_one_worker_one_on_fsdp(local_ray, one_worker, tmp_path):
-    """Checkpoints every 7 steps of 20: the last one holds step 14, the state of a trial killed
-    between steps 14 and 20 (a finished training's checkpoint is not resumed). Written by 2 FSDP
-    workers (gathered to the full state), it resumes on 1 process; written by 1 process, it resumes
-    on 2 FSDP workers (each keeps its shard). Both end on the uninterrupted curve, and steps 1-14
-    come from the checkpoint's history (their timings are the first run's), not from a retraining."""
+def stop_after_step_14(out: Path) -> list[dict]:
+    """A trial checkpointed every 7 steps of 20, made to look killed between steps 14 and 20 (a
+    finished training's checkpoint is not resumed): its metrics rows."""
     import torch
 
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 14
+    (out / "result.json").unlink()  # as a killed trial leaves it
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def resumed_from_step_14(out: Path, first: list[dict], reference: list[float]) -> None:
+    """Steps 1-14 come from the checkpoint's history (their timings are the first run's), not from
+    a retraining; the whole curve is the uninterrupted one."""
+    again = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step_ms"] for m in again[:14]] == [m["step_ms"] for m in first[:14]]
+    assert [m["step_ms"] for m in again[14:]] != [m["step_ms"] for m in first[14:]]  # trained again
+    assert_same_curve([m["train_loss"] for m in again], reference)
+
+
+def test_an_fsdp_checkpoint_resumes_on_one_worker_and_a_one_worker_one_on_fsdp(local_ray, one_worker, tmp_path):
+    """Written by 2 FSDP workers (gathered to the full state), a checkpoint resumes on 1 process;
+    written by 1 process, it resumes on 2 FSDP workers (each keeps its shard). Both end on the
+    uninterrupted curve."""
     from workbench.ray_train import run_workers
     from workbench.trial import run_trial
 
     reference = losses(one_worker[0] / "metrics.jsonl")
     spec = tiny(checkpoint_every_tokens=7 * 12 * 32)
 
-    def stop_after_step_14(out: Path) -> list[dict]:
-        assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 14
-        (out / "result.json").unlink()  # as a killed trial leaves it
-        return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-
-    def resumed_from_step_14(out: Path, first: list[dict]) -> None:
-        again = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-        assert [m["step_ms"] for m in again[:14]] == [m["step_ms"] for m in first[:14]]
-        assert [m["step_ms"] for m in again[14:]] != [m["step_ms"] for m in first[14:]]  # trained again
-        assert_same_curve([m["train_loss"] for m in again], reference)
-
     fsdp = tmp_path / "fsdp"
     run_workers(tiny(checkpoint_every_tokens=7 * 12 * 32, workers=2, parallel="fsdp"), fsdp, cpus=1)
     first = stop_after_step_14(fsdp)
     assert run_trial(spec, fsdp)["workers"] == 1
-    resumed_from_step_14(fsdp, first)
+    resumed_from_step_14(fsdp, first, reference)
 
     one = tmp_path / "one"
     run_trial(spec, one)
     first = stop_after_step_14(one)
     result = run_workers(tiny(checkpoint_every_tokens=7 * 12 * 32, workers=2, parallel="fsdp"), one, cpus=1)
     assert (result["workers"], result["parallel"]) == (2, "fsdp")
-    resumed_from_step_14(one, first)
+    resumed_from_step_14(one, first, reference)
+
+
+def test_fsdp_trains_and_resumes_the_stable_recipes_parametrised_kv_shift(local_ray, tmp_path):
+    """The stable recipe (docs/stability.md) divides KV-shift's mixing weight through a
+    torch parametrization, so the module's state holds `parametrizations.weight.original` where a
+    plain Linear holds `weight`: FSDP shards and gathers it as any other parameter. Two FSDP workers
+    train the recipe as one process does, and their checkpoint resumes on one process."""
+    from workbench.ray_train import run_workers
+    from workbench.trial import run_trial
+
+    recipe = {"kv_shift": {"kind": "kv", "logit_normalizer": 16.0},
+              "forget_gate": {"kind": "data_dependent", "logit_normalizer": 16.0}}
+
+    def spec(**train) -> TrialSpec:
+        return TrialSpec.model_validate({**TINY, "model": {**TINY["model"], "attention": recipe},
+                                         "train": {**TINY["train"], "checkpoint_every_tokens": 7 * 12 * 32, **train}})
+
+    plain = run_trial(spec(), tmp_path / "one")
+    reference = losses(tmp_path / "one" / "metrics.jsonl")
+    fsdp = tmp_path / "fsdp"
+    run_workers(spec(workers=2, parallel="fsdp"), fsdp, cpus=1)
+    assert_same_curve(losses(fsdp / "metrics.jsonl"), reference)
+    first = stop_after_step_14(fsdp)
+    result = run_trial(spec(), fsdp)
+    assert result["workers"] == 1 and result["spec_hash"] == plain["spec_hash"]
+    resumed_from_step_14(fsdp, first, reference)
+    assert abs(result["val_loss"] - plain["val_loss"]) / plain["val_loss"] < 1e-4
 
 
 def write_mixed_study(tmp_path: Path, name: str, **resources) -> Path:
