@@ -25,8 +25,18 @@ PRESETS: dict[str, dict] = {
 }
 
 
+def _over(preset_slot, value):
+    """A slot given without its ``kind`` changes the preset's component's options (``mlp:
+    {hidden_ratio: 3.0}`` keeps the preset's swiglu); one that names a kind replaces it."""
+    if isinstance(value, dict) and "kind" not in value and preset_slot is not None:
+        base = {"kind": preset_slot} if isinstance(preset_slot, str) else dict(preset_slot)
+        return {**base, **value}
+    return value
+
+
 def apply_preset(data: dict) -> dict:
-    """Merge ``data['preset']`` under the explicit fields: explicit wins, per attention slot."""
+    """Merge ``data['preset']`` under the explicit fields: explicit wins, per attention slot, and
+    per option within a slot given without its kind."""
     name = data.get("preset")
     if name is None:
         return {k: v for k, v in data.items() if k != "preset"}
@@ -38,7 +48,8 @@ def apply_preset(data: dict) -> dict:
         if key == "preset":
             continue
         if key == "attention" and isinstance(value, dict):
-            merged["attention"] = {**preset["attention"], **value}
+            merged["attention"] = {**preset["attention"],
+                                   **{slot: _over(preset["attention"].get(slot), v) for slot, v in value.items()}}
         else:
-            merged[key] = value
+            merged[key] = _over(preset.get(key), value)
     return merged

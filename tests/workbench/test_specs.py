@@ -54,6 +54,23 @@ def test_the_issue_shape_validates_and_equals_the_preset():
     assert spec.attention.kv_shift.kind == "kv" and spec.mlp.hidden_ratio == 3.5
 
 
+def test_a_slot_given_without_its_kind_changes_the_presets_component_options():
+    """`mlp: {hidden_ratio: 3.0}` on a preset keeps the preset's swiglu; a kind-less attention slot
+    keeps the preset's kind; a slot that names its kind replaces the preset's; an option the
+    preset's kind does not have is refused with its path."""
+    spec = ModelSpec(preset="fox_pro", mlp={"hidden_ratio": 3.0}, attention={"kv_shift": {"logit_normalizer": 16}})
+    assert (spec.mlp.kind, spec.mlp.hidden_ratio) == ("swiglu", 3.0)
+    assert (spec.attention.kv_shift.kind, spec.attention.kv_shift.logit_normalizer) == ("kv", 16)
+    assert spec.attention.forget_gate.kind == "data_dependent"  # the other slots stay the preset's
+    assert spec == ModelSpec(preset="fox_pro", mlp={"kind": "swiglu", "hidden_ratio": 3.0},
+                             attention={"kv_shift": {"kind": "kv", "logit_normalizer": 16}})
+    assert ModelSpec(preset="fox_pro", mlp={"kind": "gelu"}).mlp.kind == "gelu"
+    with pytest.raises(ValidationError, match="logit_normalizer"):
+        ModelSpec(preset="fox_llama", attention={"kv_shift": {"logit_normalizer": 16}})  # its kv_shift is none
+    with pytest.raises(ValidationError, match="missing 'kind'"):
+        ModelSpec(mlp={"hidden_ratio": 3.0})  # no preset: nothing to take the kind from
+
+
 def test_round_trip_through_json_and_yaml_keeps_the_hash():
     spec = ModelSpec(preset="transformer_pro", d_model=64, n_heads=4, attention={"qk_norm": {"kind": "rmsnorm", "share_across_heads": True}})
     again = ModelSpec.model_validate_json(spec.model_dump_json())
