@@ -127,26 +127,30 @@ def comparison_lines(frame: pl.DataFrame, a: str, b: str, metric: str, only_a: l
 def seeds_lines(table: pl.DataFrame, info: StudyInfo, metric: str, fraction: float) -> list[str]:
     """Per compared row: the seeds the paired test needs to detect an effect of ``fraction`` of the
     base's mean with 80% power at the study's alpha, given the spread of the per-seed differences
-    the pilot runs measured; and the power the study's own seeds have."""
+    the pilot runs measured; and the power the study's own seeds have (a tune-then-confirm
+    study's: its confirmation's). Rows with fewer than two paired seeds (a search point run on one
+    seed) have no spread to estimate from and are left out."""
     means = dict(table.select("row", "mean").iter_rows())
+    seeds = info.confirm_seeds or info.seeds or []
+    whose = "the confirmation's" if info.confirm_seeds else "the study's"
     head = [["row", "vs", "pilot seeds (paired)", "sd of differences", "effect", "seeds needed", "power now"]]
     for r in table.iter_rows(named=True):
-        if r["comparison"] in (None, "base") or not r["paired_n"]:
+        if r["comparison"] in (None, "base") or not r["paired_n"] or r["paired_n"] < 2:
             continue
         sd, n = r["paired_sd"], r["paired_n"]
         effect = stats.effect_from_fraction(fraction, means.get(r["base_row"]))
         needed = stats.seeds_needed_paired(effect, sd, info.alpha) if effect is not None else None
-        now = stats.power_paired(effect, sd, len(info.seeds), info.alpha) if (effect is not None and info.seeds
-                                                                              and len(info.seeds) >= 2) else None
+        now = stats.power_paired(effect, sd, len(seeds), info.alpha) if effect is not None and len(seeds) >= 2 else None
         head.append([r["row"], r["base_row"], str(n), _num(sd, ".4g", "n/a"), _num(effect, ".4g", "n/a"), str(needed or "n/a"),
                      _num(now, ".2f", "n/a")])
     if len(head) == 1:
-        return [f"--effect {fraction:g}: no row shares seeds with the base yet; nothing to estimate the spread from"]
+        return [f"--effect {fraction:g}: no row shares two or more seeds with the base yet; nothing to estimate "
+                "the spread from"]
     widths = [max(len(line[c]) for line in head) for c in range(len(head[0]))]
     text = ["  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]) for line in head]
     return [f"seeds to detect a {metric} difference of {100 * fraction:g}% of the mean of the base's row (vs) "
             f"with 80% power, paired t-test at alpha {info.alpha:g}, from the pilot runs' spread:"] + text + [
-        f"power now: with the study's {len(info.seeds or [])} seeds; a spread from 2-3 pilot seeds is itself uncertain "
+        f"power now: with {whose} {len(seeds)} seeds; a spread from 2-3 pilot seeds is itself uncertain "
         "(docs/statistics.md)"]
 
 

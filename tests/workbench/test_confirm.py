@@ -218,6 +218,24 @@ def test_a_random_search_with_asha_confirms_each_variants_best_finished_draw(ran
     assert len(hashes) == len(set(hashes)) == 8
 
 
+def test_the_power_analysis_of_a_confirmed_study_uses_the_confirmations_rows_and_seeds(random_search_confirmed):
+    """`--dry-run --effect`: the search points run on one seed have no spread and are not listed;
+    the confirmed rows (seeds 0 and 1) are, and the power is the confirmation's two seeds'."""
+    workdir, proc, _ = random_search_confirmed
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    study = next(workdir.parent.glob("*.yaml"))
+    out = wb("run", study, "--workdir", workdir, "--dry-run", "--effect", "0.05")
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    table = lines[next(i for i, l in enumerate(lines) if l.startswith("seeds to detect")) + 1:]
+    rows = [l for l in table[1:] if not l.startswith("power now")]
+    chosen = json.loads(store(workdir)[1].data.tags["confirm_choice"])["no gate"]["point"]
+    # The variant's row and its confirmed point's, not its other search points ([lr=...], one seed).
+    assert [l.split("  ")[0] for l in rows] == ["no gate", f"no gate [{chosen}]"], rows
+    assert all(l.split()[-5] == "2" for l in rows)  # pilot seeds: paired over seeds 0 and 1
+    assert any(l.startswith("power now: with the confirmation's 2 seeds") for l in table)
+
+
 def test_a_search_point_that_diverges_is_left_out_of_the_choice_not_waited_for(tmp_path):
     """A learning rate whose loss becomes NaN fails on every run: the confirmation goes on with
     the finished points (here the confirmation seed is the search's, so it adds no trial)."""
