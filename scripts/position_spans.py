@@ -1,0 +1,67 @@
+"""L(i), the loss by position, averaged over spans of positions, per row of a study, from the
+trials' result files (each trial's `per_position_loss`, to the longest evaluated length).
+
+    python scripts/position_spans.py --workdir DIR --study fox_table3_4096 --results RDIR \
+        --spans 0,1024,2048,3072,4096,8192,16384
+
+DIR holds the study's store (its runs name each trial's row, point and seed by spec hash); RDIR
+holds `trials/<spec_hash>/result.json` (a workdir, or the archive `bash benchmarks/gpu.sh
+stability` returns as stability-results.tgz, unpacked): this reads the result files, not the
+store's artifacts, which a store carried back without its artifact folder lacks. A row is a
+variant at one search point; its value over a span is the mean over the span's positions of the
+mean over the seeds whose result file is there (the count is printed). Prints a Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from workbench import results
+
+
+def spans_by_row(frame: pl.DataFrame, found: dict[str, dict], edges: list[int]) -> list[dict]:
+    """One entry per (variant, search point) with a result file: its seeds and span means."""
+    out = []
+    for (variant, point), rows in frame.group_by(["variant", "search_point"], maintain_order=True):
+        curves = [found[h]["per_position_loss"] for h in rows.sort("seed")["spec_hash"].unique(maintain_order=True) if h in found]
+        if not curves or len({len(c) for c in curves}) != 1:
+            continue
+        mean = np.mean(np.array(curves), axis=0)
+        spans = [float(mean[a:b].mean()) if b <= len(mean) else None for a, b in zip(edges[:-1], edges[1:])]
+        out.append({"variant": variant, "search_point": point, "seeds": len(curves), "spans": spans})
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workdir", type=Path, required=True, help="the folder of the study's store (mlflow.db)")
+    ap.add_argument("--study", required=True)
+    ap.add_argument("--results", type=Path, required=True, help="a folder with trials/<spec_hash>/result.json")
+    ap.add_argument("--spans", default="0,1024,2048,3072,4096", help="span edges in positions, comma-separated")
+    args = ap.parse_args(argv)
+    edges = [int(e) for e in args.spans.split(",")]
+    if len(edges) < 2 or edges != sorted(set(edges)) or edges[0] < 0:
+        raise SystemExit(f"--spans {args.spans!r}: at least two increasing positions from 0 up")
+    frame = results.trial_runs(args.workdir, args.study)
+    if frame is None or frame.is_empty():
+        raise SystemExit(f"no runs of study {args.study!r} in {args.workdir}")
+    frame = frame.filter(pl.col("status") == "FINISHED")
+    found = {p.parent.name: json.loads(p.read_text()) for p in sorted(args.results.glob("trials/*/result.json"))}
+    rows = spans_by_row(frame, found, edges)
+    if not rows:
+        raise SystemExit(f"no result file in {args.results}/trials/ belongs to a finished run of {args.study!r}")
+    heads = [f"{a}-{b}" for a, b in zip(edges[:-1], edges[1:])]
+    print("| row | seeds | " + " | ".join(heads) + " |")
+    print("|---|---|" + "---|" * len(heads))
+    for r in rows:
+        name = r["variant"] + (f" [{r['search_point']}]" if r["search_point"] else "")
+        cells = ["" if v is None else f"{v:.3f}" for v in r["spans"]]
+        print(f"| {name} | {r['seeds']} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
