@@ -24,15 +24,16 @@ from workbench import results
 
 
 def spans_by_row(frame: pl.DataFrame, found: dict[str, dict], edges: list[int]) -> list[dict]:
-    """One entry per (variant, search point) with a result file: its seeds and span means."""
+    """One entry per row of the study's table (a variant at one search point) with a result file:
+    its seeds and span means."""
     out = []
-    for (variant, point), rows in frame.group_by(["variant", "search_point"], maintain_order=True):
+    for (row,), rows in results.with_row_labels(frame).group_by(["row"], maintain_order=True):
         curves = [found[h]["per_position_loss"] for h in rows.sort("seed")["spec_hash"].unique(maintain_order=True) if h in found]
         if not curves or len({len(c) for c in curves}) != 1:
             continue
         mean = np.mean(np.array(curves), axis=0)
         spans = [float(mean[a:b].mean()) if b <= len(mean) else None for a, b in zip(edges[:-1], edges[1:])]
-        out.append({"variant": variant, "search_point": point, "seeds": len(curves), "spans": spans})
+        out.append({"row": row, "seeds": len(curves), "spans": spans})
     return out
 
 
@@ -58,9 +59,8 @@ def main(argv=None):
     print("| row | seeds | " + " | ".join(heads) + " |")
     print("|---|---|" + "---|" * len(heads))
     for r in rows:
-        name = r["variant"] + (f" [{r['search_point']}]" if r["search_point"] else "")
         cells = ["" if v is None else f"{v:.3f}" for v in r["spans"]]
-        print(f"| {name} | {r['seeds']} | " + " | ".join(cells) + " |")
+        print(f"| {r['row']} | {r['seeds']} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -135,7 +135,7 @@ def seeds_lines(table: pl.DataFrame, info: StudyInfo, metric: str, fraction: flo
     whose = "the confirmation's" if info.confirm_seeds else "the study's"
     head = [["row", "vs", "pilot seeds (paired)", "sd of differences", "effect", "seeds needed", "power now"]]
     for r in table.iter_rows(named=True):
-        if r["comparison"] in (None, "base") or not r["paired_n"] or r["paired_n"] < 2:
+        if r["comparison"] in (None, "base") or (r["paired_n"] or 0) < 2:
             continue
         sd, n = r["paired_sd"], r["paired_n"]
         effect = stats.effect_from_fraction(fraction, means.get(r["base_row"]))
