@@ -22,14 +22,6 @@ def effects(rows: pl.DataFrame, axis_values: list[str]) -> list[dict]:
     return list(out.values())
 
 
-def axis_labels(study) -> list[str]:
-    """The point labels of a scaling or crossed design, in its order: its trials' own labels
-    (workbench.study.Trial.point_label of the points the expansion uses)."""
-    from workbench.study import Trial, _points
-
-    return [Trial("", 0, None, tuple(point)).point_label for point, _, _ in _points(study, "")]
-
-
 def grid_effects(runs: pl.DataFrame, axes: list, metric: str) -> list[dict]:
     """In a grid of two or more axes, the effect of the first axis (each of its values against its
     first) as a function of every other axis: at each value of that axis, the cells that differ only

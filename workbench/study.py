@@ -488,6 +488,12 @@ def with_point(template: Trial, point: dict[str, Any]) -> Trial:
     return Trial(template.variant, template.seed, TrialSpec.model_validate(data), tuple(point.items()), template.aliases)
 
 
+def axis_labels(study: StudySpec) -> list[str]:
+    """The point labels of a scaling or crossed design, in its order: its trials' own labels
+    (Trial.point_label of the points the expansion uses)."""
+    return [Trial("", 0, None, tuple(point)).point_label for point, _, _ in _points(study, "")]
+
+
 def design_tags(study) -> dict[str, str]:
     """Tags for the study's parent run: what readers without the study file need (the variants
     in order, the seeds, alpha). A list too long for a tag is left out (readers fall back)."""
@@ -496,8 +502,6 @@ def design_tags(study) -> dict[str, str]:
     if isinstance(study.design, ScalingDesign) and study.design.extrapolate_to is not None:
         tags["extrapolate_to"] = str(study.design.extrapolate_to)
     if isinstance(study.design, (ScalingDesign, CrossedDesign)):
-        from workbench.effects import axis_labels
-
         tags["axis"] = json.dumps(axis_labels(study))
     if isinstance(study.design, GridDesign):
         tags["grid_axes"] = json.dumps(list(study.design.axes.items()))

@@ -108,7 +108,7 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
         grid_axes = list(study.design.axes.items()) if kind == "grid" else []
         extrapolate = getattr(study.design, "extrapolate_to", None)
         if kind in ("scaling", "crossed"):
-            from workbench.effects import axis_labels
+            from workbench.study import axis_labels
 
             axis = axis_labels(study)
     return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice, kind,

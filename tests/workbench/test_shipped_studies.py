@@ -76,3 +76,24 @@ def test_the_tuned_table3_searches_every_row_then_confirms_it(tmp_path):
     assert lines[0] == "study 'fox_table3_tuned': 42 trials, 0 done (42 to run)"
     assert sum(" to run" in line for line in lines[2:]) == 42
     assert lines[-1].startswith("then the confirmation: each variant's best search point by val_loss on seeds 0, 1, 2")
+
+
+def test_the_driver_path_needs_neither_polars_nor_plotly():
+    """The GPU machine has neither (docs/performance.md runs studies there): the driver's modules
+    import and every shipped study's parent-run tags are built with both blocked (a crossed or
+    scaling design's axis once came from the polars-based effects module and stopped the run)."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+sys.modules["polars"] = sys.modules["plotly"] = None
+import workbench.cli, workbench.driver, workbench.runner
+from workbench.errors import read_yaml, validate
+from workbench.study import StudySpec, design_tags
+for name in {[f for f in FILES if "design" in read_yaml(str(ROOT / f))]!r}:
+    design_tags(validate(StudySpec, read_yaml(name), name))
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
