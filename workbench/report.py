@@ -172,13 +172,14 @@ def fit_lines(about: dict) -> list[str]:
             lines.append(f"  {variant}: no law: {f['reason']}")
             continue
         at = f" -> {_estimate(f['prediction'], '.4f')} at {f['extrapolate_to']:.3g}" if f.get("prediction") else ""
-        note = f"  ({f['reason']})" if f["status"] == "point_only" else ""
+        note = f"  ({f['reason']})" if f.get("reason") else ""
         beta = f", beta {_estimate(f['beta'], '.3f')}" if f.get("beta") else ""
         lines.append(f"  {variant} ({'L(N, D)' if f['form'] == 'ND' else 'L(N)'}): E {_estimate(f['E'], '.4f')}, "
                      f"alpha {_estimate(f['alpha'], '.3f')}{beta}, "
                      f"{f['n_points']} sizes, {f['n_runs']} runs{at}{note}")
     for c in about.get("crossings", []):
         a, b = c["variants"]
-        where = f"cross at {_estimate(c['n'], '.3g')} parameters" if c.get("n") else c["reason"]
+        share = f" (in {c['share_crossing']:.0%} of the bootstrap pairs)" if c.get("n") and c.get("share_crossing") is not None else ""
+        where = f"cross at {_estimate(c['n'], '.3g')} parameters{share}" if c.get("n") else c["reason"]
         lines.append(f"  {a} vs {b}: {where}")
     return lines

@@ -149,6 +149,10 @@ def plain(obj):
     return obj
 
 
+# E below this share of the law's size term at the largest ladder size counts as at its bound 0.
+E_AT_BOUND = 1e-6
+
+
 def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
     lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
@@ -253,6 +257,12 @@ def _result(base: dict, point: np.ndarray, draws: np.ndarray | None, failed: int
     est = {}
     for i, name in enumerate(solve.PARAMS[form]):
         est[name] = Estimate(float(point[i]), *(() if draws is None else _interval(draws[:, i], level)))
+    bound = E_AT_BOUND * point[1] / base["sizes"][1] ** point[2]
+    if (est["E"].value if est["E"].lo is None else est["E"].lo) < bound:
+        # E is exp(theta) > 0: a fit (or refits) that drive it to 0 find no floor on the ladder.
+        which = "E" if est["E"].value < bound else "E's interval"
+        why = "; ".join(filter(None, [why, f"{which} reaches its bound 0: the ladder shows no floor under the loss, so the "
+                                      "law may be a pure power law and an extrapolation assumes the loss falls without limit"]))
     pred = None
     if at_n is not None:
         pred = Estimate(float(solve.law(form, point, at_n, at_d)[0, 0]),
@@ -292,8 +302,9 @@ def crossing(a: LawFit, b: LawFit, *, tokens=None, beyond: float = 2.0) -> Cross
             interval = _interval(boot_at[np.isfinite(boot_at)], a.level)
     if count[0] == 0:
         lower = names[0] if a.predict(grid[-1:], at_d)[0] < b.predict(grid[-1:], at_d)[0] else names[1]
+        some = f" (but {share:.0%} of the bootstrap pairs cross there)" if share else ""
         return Crossing(names, None, reason=f"no crossing in {span[0]:.3g}..{span[1]:.3g} parameters: "
-                        f"{lower} is lower throughout", share_crossing=share, n_pairs=n_pairs, **base)
+                        f"{lower} is lower throughout{some}", share_crossing=share, n_pairs=n_pairs, **base)
     return Crossing(names, Estimate(float(at[0]), *interval), lower_above=names[0] if sign[0] < 0 else names[1],
                     share_crossing=share, n_pairs=n_pairs, **base)
 

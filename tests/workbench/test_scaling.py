@@ -297,3 +297,27 @@ def test_a_scaling_studys_json_gives_each_pair_its_crossing_or_null_under_fits()
     assert x["Z"] is None and z["X"] is None
     assert [c["variants"] for c in got["crossings"]] == [["X", "Y"], ["X", "Z"], ["Y", "Z"]]
     assert "X is lower throughout" in got["crossings"][1]["reason"]
+
+
+def test_a_ladder_without_a_floor_says_e_fell_to_its_bound():
+    """Losses that fall as a pure power law (E = 0, as a ladder whose tokens grow with its sizes can
+    look) let E reach its bound: the fit says so, since its extrapolation then has no floor; a law
+    with a floor gets no such note."""
+    rng = np.random.default_rng(11)
+    bare = fit_law("bare", *ladder(rng, 0.002, E=0.0, A=60.0, alpha=0.3), extrapolate_to="360M")
+    assert bare.status == "ok" and bare.E.lo < 1e-6
+    assert "E's interval reaches its bound 0" in bare.reason
+    floored = fit_law("floored", *ladder(rng, 0.002), extrapolate_to="360M")
+    assert "bound" not in floored.reason
+
+
+def test_laws_apart_at_the_point_fit_but_not_in_the_bootstrap_say_how_often_they_cross():
+    """Two laws whose point fits do not cross while many of their bootstrap pairs do: the reason
+    gives that share, so 'no crossing' is not read as settled."""
+    rng = np.random.default_rng(12)
+    a = fit_law("A", *ladder(rng, 0.05, E=1.70, A=400.0, alpha=0.34))
+    b = fit_law("B", *ladder(rng, 0.05, E=1.72, A=400.0, alpha=0.34))
+    [c] = compare([a, b])
+    assert c.share_crossing > 0.1, c
+    if c.n is None:
+        assert f"{c.share_crossing:.0%} of the bootstrap pairs cross there" in c.reason
