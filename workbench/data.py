@@ -86,6 +86,8 @@ class DocumentData:
                 f"data: no held-out document is longer than data.context={context} "
                 f"({len(val_docs)} held-out documents); add documents or raise data.val_fraction"
             )
+        # The tokens training can see: a window lies inside a document longer than the context.
+        self.train_tokens_available = int(lengths[self._eligible].sum())
         # A window start is uniform over all valid starts of all eligible documents.
         starts = lengths[self._eligible] - context
         self._cum = np.cumsum(starts)
@@ -121,6 +123,7 @@ class MQARTask:
         self.vocab_size = spec.vocab_needed
         self.tokenizer = None
         self._train = self._make(spec.n_train, np.random.default_rng([seed, 1]))
+        self.train_tokens_available = int(self._train[0].size)  # a fixed training set
         self._val = self._make(spec.n_val, np.random.default_rng([seed, 2]))
 
     def _make(self, n: int, rng) -> tuple[np.ndarray, np.ndarray]:

@@ -221,7 +221,7 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             store.log_metrics(run_id, rows)
             if result.get("wb_done"):
                 store.finish_trial(run_id, result["wb_result"])
-                self._end(out, "FINISHED", val_ppl=result["wb_result"]["val_ppl"])
+                self._end(out, "FINISHED", val_ppl=result["wb_result"]["val_ppl"], epochs=result["wb_result"].get("data_epochs"))
             elif result.get("wb_failed"):
                 store.fail_trial(run_id, result["wb_failed"], result.get("wb_traceback", ""))
                 self._end(out, "FAILED", reason=result["wb_failed"])
@@ -254,12 +254,14 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                 store.fail_trial(self.runs[trial.trial_id], reason)
                 self._end(out, "FAILED", reason=reason)
 
-        def _end(self, out: Outcome, status: str, reason: str = "", val_ppl=None):
+        def _end(self, out: Outcome, status: str, reason: str = "", val_ppl=None, epochs=None):
             if status == "FINISHED":
                 finished.add(out.trial.spec_hash)
             out.status, out.reason, out.val_ppl, out.seconds = status, reason, val_ppl, time.time() - out.started
             done = sum(o.status in ("FINISHED", "FAILED") for o in outcomes.values())
             detail = f"val_ppl {val_ppl:.3f}" if val_ppl else reason[:160]
+            if epochs and epochs > 1:  # the held-out loss then measures memorising too
+                detail += f"  (trained {epochs:.1f}x over its data)"
             progress.VIEW.done(next((k for k, v in self.keys.items() if v == out.trial.spec_hash), ""))
             _say(f"{status.lower():<9}{trial_label(out.trial)}  {detail}  ({out.seconds:.0f} s)  [{done}/{len(outcomes)}]")
 

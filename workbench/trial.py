@@ -190,6 +190,9 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
         n_params=counts["total"],
         n_params_non_embedding=counts["non_embedding"],
         train_tokens=trained["tokens"],
+        # How often training went over its data (above 1: the held-out loss measures memorising too).
+        train_tokens_available=getattr(data, "train_tokens_available", None),
+        data_epochs=trained["tokens"] / data.train_tokens_available if getattr(data, "train_tokens_available", 0) else None,
         steps=trained["steps"],
         context=data.context,
         workers=n_workers,

@@ -19,6 +19,18 @@ def test_builtin_corpus_splits_by_document_deterministically():
     assert torch.equal(batch.x[:, 1:], batch.y[:, :-1])  # targets are the inputs shifted by one
 
 
+def test_the_tokens_training_can_see_are_those_of_documents_longer_than_the_context():
+    """A training window lies inside one document longer than the context, so those documents'
+    tokens are what a trial can go over; the result divides its tokens by them (data_epochs)."""
+    from workbench.data import DocumentData
+
+    docs = [np.arange(n) % 256 for n in (10, 300, 500, 128)]
+    data = DocumentData(docs, [np.arange(400) % 256], context=128, vocab_size=256)
+    assert data.train_tokens_available == 800
+    built_in = load_data(CorpusData(context=4096, max_bytes=400_000), 256, 0)
+    assert 0 < built_in.train_tokens_available < sum(len(d) for d in built_in.train_docs)
+
+
 def test_token_files_npy_and_bin_split_at_the_eot_token(tmp_path):
     ids = np.array([5, 6, 7, 0, 8, 9, 10, 11, 0, 12, 13, 14, 15, 16], dtype=np.uint16)
     np.save(tmp_path / "t.npy", ids)

@@ -128,7 +128,9 @@ def test_the_progress_line_counts_the_whole_steps_a_trial_trains(tmp_path):
     trial = small_trial(tmp_path, tokens=4_000)  # steps of 8 x 128 = 1,024 tokens: 4 steps, 4,096
     out = wb_train(trial, tmp_path / "out")
     assert out.returncode == 0, out.stderr[-2000:]
-    assert json.loads((tmp_path / "out" / "result.json").read_text())["train_tokens"] == 4_096
+    result = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert result["train_tokens"] == 4_096
+    assert result["train_tokens_available"] > 0 and result["data_epochs"] == 4_096 / result["train_tokens_available"]
     lines = [line for line in re.split(r"[\r\n]", out.stderr) if " tokens  loss " in line]
     assert lines and all("/4,096 tokens" in line for line in lines), lines
     assert "4,096/4,096 tokens" in lines[-1] and "eta -" not in out.stderr
