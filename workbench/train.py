@@ -20,7 +20,7 @@ from typing import Protocol
 import torch
 import torch.nn as nn
 
-from workbench.evaluate import per_position_loss
+from workbench.evaluate import acp_kept_fraction, per_position_loss
 from workbench.execution import Execution
 from workbench.faults import write_atomically
 from workbench.grad_parts import GradParts
@@ -184,6 +184,10 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
                    "step_ms": seconds * 1e3}
         if next_eval is not None and state.tokens >= next_eval:
             metrics["val_loss"] = quick_val_loss(model, data, spec, device, autocast)
+            # What pruning keeps (or would keep) as the gates learn: the share rises from its early value.
+            kept = acp_kept_fraction(model, data.eval_batches(data.context, 1, 1), device, autocast)
+            if kept:
+                metrics["acp_kept_fraction"] = kept["acp_kept_fraction"]
             next_eval = _next_multiple(state.tokens, spec.eval_every_tokens)
         # The parts' norms go to the history only (result.json), not to the tracker's metrics.
         state.history.append({"tokens": state.tokens, **metrics,

@@ -211,3 +211,23 @@ def test_source_fingerprint_names_the_code(tmp_path):
     edited = tmp_path / "kernels" / "attention" / "naive.py"
     edited.write_text(edited.read_text() + "\n")
     assert source_fingerprint(tmp_path) != source_fingerprint()
+
+
+def test_each_validation_tracks_the_share_pruning_keeps(tmp_path):
+    """A model with forget gates logs at every validation the share of causal pairs adaptive
+    computation pruning keeps (at its ln eps, else -10), so the share's rise as the gates learn
+    is a curve in the store, not only the final value; a model without gates logs none."""
+    out = wb_train(small_trial(tmp_path, tokens=4_096, eval_every_tokens=2_048), tmp_path / "out")
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    validated = [r for r in rows if "val_loss" in r]
+    assert len(validated) == 2 and all(0 < r["acp_kept_fraction"] <= 1 for r in validated), validated
+    assert not any("acp_kept_fraction" in r for r in rows if "val_loss" not in r)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    spec = yaml.safe_load(small_trial(plain, tokens=4_096, eval_every_tokens=2_048).read_text())
+    spec["model"]["attention"] = {**spec["model"].get("attention", {}), "forget_gate": "none"}
+    (plain / "trial.yaml").write_text(yaml.safe_dump(spec))
+    assert wb_train(plain / "trial.yaml", plain / "out").returncode == 0
+    rows = [json.loads(line) for line in (plain / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert any("val_loss" in r for r in rows) and not any("acp_kept_fraction" in r for r in rows)
