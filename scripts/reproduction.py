@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from dashboards import figures
+from dashboards.png import write_png
 from dashboards.site import position_curves, training_context
 from workbench import results, table
 
@@ -77,21 +78,6 @@ def main(argv=None):
         fig.update_layout(width=1300, height=480, title=f"{args.study}: per-position loss, {len(next(iter(shown.values())))} seeds")
         write_png(fig, args.out_png)
         print(f"figure: {args.out_png}")
-
-
-def write_png(fig, path: Path, attempts: int = 3) -> None:
-    """The figure as a PNG through kaleido. On a busy machine kaleido 1.x can call into the page
-    before the page's own script has run in it ("ReferenceError: kaleido_scopes is not defined",
-    seen once in a CI run beside a study and another suite); each attempt starts a fresh browser,
-    so that error is retried, any other raised at once."""
-    for attempt in range(1, attempts + 1):
-        try:
-            fig.write_image(str(path), scale=1)
-            return
-        except Exception as e:  # kaleido's JavascriptError, whose module path is private
-            if "kaleido_scopes is not defined" not in str(e) or attempt == attempts:
-                raise
-            print(f"kaleido's page was not ready (attempt {attempt} of {attempts}): rendering again")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ of its document: what per-position loss L(i) needs.
 from __future__ import annotations
 
 import hashlib
+import platform
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,6 +165,20 @@ def _stdlib_files() -> tuple[Path, list[Path]]:
     return root, sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
+def _builtin_files(sources: str) -> list[tuple[str, Path]]:
+    """(name, path) of the built-in corpus: the standard library's sources, then with
+    ``stdlib+packages`` those of the running Python's installed packages (purelib, platlib), each
+    named by its path under its root (``packages/<root's index>/...``), in a fixed order."""
+    root, paths = _stdlib_files()
+    named = [(p.relative_to(root).as_posix(), p) for p in paths]
+    if sources == "stdlib+packages":
+        roots = list(dict.fromkeys(Path(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")))
+        for i, pkg in enumerate(r for r in roots if r.is_dir()):
+            found = sorted((p for p in pkg.rglob("*.py") if p.is_file()), key=lambda p: p.relative_to(pkg).as_posix())
+            named += [(f"packages/{i}/{p.relative_to(pkg).as_posix()}", p) for p in found]
+    return named
+
+
 def _user_files(spec: CorpusData) -> list[tuple[str, Path]]:
     out = []
     for i, raw in enumerate(spec.paths):
@@ -192,8 +207,7 @@ def split_documents(named: list[tuple[str, str]], fraction: float) -> tuple[list
 
 def load_corpus(spec: CorpusData) -> DocumentData:
     if spec.kind == "builtin":
-        root, paths = _stdlib_files()
-        named = [(p.relative_to(root).as_posix(), p) for p in paths]
+        named = _builtin_files(spec.sources)
     else:
         named = _user_files(spec)
     texts, total = [], 0
@@ -221,7 +235,19 @@ def load_corpus(spec: CorpusData) -> DocumentData:
                         tokenizer.vocab_size, tokenizer, source="data")
     if hasattr(tokenizer, "identity"):  # a tokenizer file: its identity goes into the result
         data.info = {"tokenizer": tokenizer.identity()}
+    if spec.kind == "builtin":  # which files: the running Python's, so it differs between machines
+        data.info["corpus"] = {"sources": spec.sources, "python": platform.python_version(), "documents": len(texts),
+                               "characters": total, "sha256": corpus_digest(texts)}
     return data
+
+
+def corpus_digest(texts: list[tuple[str, str]]) -> str:
+    """The first 16 hex digits of the SHA-256 of the corpus's names and texts, in order: two
+    machines with the same digest trained on the same documents."""
+    h = hashlib.sha256()
+    for name, text in texts:
+        h.update(name.encode() + b"\0" + text.encode() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def _read_tokens(raw: str, field: str, spec: TokenData) -> np.ndarray:

@@ -138,9 +138,15 @@ class CorpusData(Spec):
     """Text documents: ``builtin`` (the Python standard library's own source files, present on
     every Python installation: no download) or ``text`` (the user's files and folders).
     Tokenized by bytes (vocab 256), by a BPE trained locally on the training split, or by a
-    Hugging Face tokenizer.json from disk (``workbench.data_specs.HFTokenizerSpec``)."""
+    Hugging Face tokenizer.json from disk (``workbench.data_specs.HFTokenizerSpec``).
+    ``sources`` (builtin only): ``stdlib``, or ``stdlib+packages`` to add the ``.py`` files of the
+    running Python's installed packages, for a machine whose standard library is small (a distro
+    Python without its test suite: 10M tokens). Which files the corpus holds depends on the Python
+    that runs the trial; a result records its size (``train_tokens_available``, ``data_epochs``)."""
 
+    _new_fields: ClassVar[frozenset[str]] = frozenset({"sources"})
     kind: Literal["builtin", "text"] = "builtin"
+    sources: Literal["stdlib", "stdlib+packages"] = "stdlib"
     paths: list[str] = []
     suffixes: list[str] = [".py", ".txt", ".md"]
     context: PositiveInt = 256
@@ -155,6 +161,8 @@ class CorpusData(Spec):
             raise ValueError("paths: a 'text' corpus needs at least one file or folder")
         if self.kind == "builtin" and self.paths:
             raise ValueError("paths: the 'builtin' corpus takes no paths (use kind: text for your own files)")
+        if self.kind == "text" and self.sources != "stdlib":
+            raise ValueError("sources: only the 'builtin' corpus takes sources (stdlib or stdlib+packages)")
         return self
 
 

@@ -2,6 +2,8 @@
 per variant and says where they cross (checked against the fitting library on the store's values,
 read by hand), and the dashboard draws the laws, opened in headless Chromium."""
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +112,24 @@ def test_the_dashboard_draws_the_laws_in_chromium(ladder, browser):  # noqa: F81
     cells = [c.text for c in browser.find_elements(By.CSS_SELECTOR, "table.fits td")]
     fit = json.loads(wb("results", ladder[0], "--workdir", workdir, "--format", "json").stdout)["fits"]["FoX (Pro)"]
     assert f"{fit['E']['value']:.4g}" in cells[1] and f"{fit['alpha']['value']:.4g}" in cells[3]
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("google-chrome") or shutil.which("chromium-browser")),
+                    reason="needs Chrome or Chromium for kaleido")
+def test_study_figure_writes_the_laws_and_the_effect_as_pngs(ladder, tmp_path):
+    """scripts/study_figure.py, the docs' figures: the ladder's laws and its effect versus size
+    render as PNGs from the store; a study without an axis is refused with a sentence."""
+    _, workdir = ladder
+    browser = shutil.which("chromium") or shutil.which("google-chrome") or shutil.which("chromium-browser")
+    env = {**os.environ, "BROWSER_PATH": browser}
+    for figure in ("laws", "effect"):
+        out = tmp_path / f"{figure}.png"
+        run = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "ladder",
+                              "--figure", figure, "--out", str(out)], capture_output=True, text=True, cwd=ROOT,
+                             timeout=300, env=env)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    run = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "nope",
+                          "--figure", "laws", "--out", str(tmp_path / "x.png")], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300, env=env)
+    assert run.returncode != 0 and "nope" in run.stderr and "Traceback" not in run.stderr, run.stderr[-2000:]

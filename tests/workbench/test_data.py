@@ -72,3 +72,27 @@ def test_evaluation_reports_mqar_and_needle_accuracy():
     needle = NeedleEval(lengths=[128], depths=[0.0, 1.0], trials=2)
     res = evaluate(model, text, EvalSpec(sequences=2, length_multiples=[1], needle=needle), 64, "cpu")
     assert set(res["needle_accuracy"]) == {"len128_depth0", "len128_depth1"}
+
+
+def test_the_builtin_corpus_can_add_the_installed_packages_sources():
+    """``sources: stdlib+packages`` (for a machine whose standard library is small): the standard
+    library's files first, unchanged, then the installed packages'; the default keeps every
+    existing trial's identity (the field is left out of the spec hash at its default), and a text
+    corpus refuses it naming the field. The result states which corpus it was."""
+    import pytest
+    from pydantic import ValidationError
+
+    from workbench.data import _builtin_files
+
+    stdlib = _builtin_files("stdlib")
+    both = _builtin_files("stdlib+packages")
+    assert both[: len(stdlib)] == stdlib and len(both) > len(stdlib)
+    assert all(name.startswith("packages/") for name, _ in both[len(stdlib):])
+    assert "sources" not in CorpusData().canonical_json()
+    assert CorpusData(sources="stdlib+packages").spec_hash() != CorpusData().spec_hash()
+    with pytest.raises(ValidationError, match="sources: only the 'builtin' corpus"):
+        CorpusData(kind="text", paths=["x"], sources="stdlib+packages")
+    data = load_data(CorpusData(context=64, max_bytes=400_000), 256, 0)
+    corpus = data.info["corpus"]
+    assert corpus["sources"] == "stdlib" and corpus["documents"] == len(data.train_docs) + len(data.val_docs)
+    assert corpus["sha256"] == load_data(CorpusData(context=128, max_bytes=400_000), 256, 0).info["corpus"]["sha256"]
