@@ -97,6 +97,8 @@ def confirm_section(page: Page, store: Store, runs: list, tags: dict, info: tabl
     """Tune, then confirm: per variant its search, the chosen point and the confirmation runs
     (dashboards/confirm.py)."""
     choice, seeds, metric = confirm.choice_of(tags)
+    if info.design_kind == "crossed":
+        return  # chosen per cell: the study table's rows name each cell's choice (workbench/confirm.py)
     found = confirm.points(store, runs, tags)
     if not found:
         return

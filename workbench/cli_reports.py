@@ -122,10 +122,12 @@ def confirm_lines(study, store, runs: list, searched: bool) -> None:
     confirm = study.search.confirm
     choices = choose(study, runs) if searched else {}
     if not choices:
-        print(f"then the confirmation: each variant's best search point by {confirm.metric} on seeds "
+        each = "each cell's (a variant at a point)" if study.design.kind == "crossed" else "each variant's"
+        print(f"then the confirmation: {each} best search point by {confirm.metric} on seeds "
               f"{', '.join(map(str, confirm.seeds))} (chosen once the search has finished)")
         return
-    print(f"then the confirmation, at each variant's best search point by {confirm.metric}:")
+    print(f"then the confirmation, at each {'cell' if study.design.kind == 'crossed' else 'variant'}'s best search point "
+          f"by {confirm.metric}:")
     trials = confirmation_trials(study, choices)
     states = {s.spec_hash: s for s in status.trial_states(store, runs, trials)}
     for t in trials:

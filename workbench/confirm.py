@@ -8,6 +8,8 @@ dedup: a confirmation trial that is a search trial already run is not run again)
   ``confirm_seeds``, ``confirm_metric``), where the study table reads it.
   A search trial that failed (a learning rate that diverges) is left out of the choice, not waited
   for; a variant with no finished point is an error.
+- **A crossed design** chooses per cell, each variant at each point of the axis (its row in the
+  study table, ``FoX (Pro) [context=1024]``): the point's best learning rate, say, is its own.
 - **The stages** are two calls of ``run_study``; a driver stopped between them finds the search
   done on its next run and goes on with the confirmation.
 """
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from workbench.errors import SpecError
 from workbench.specs import TrialSpec
-from workbench.study import StudySpec, Trial, expand, with_point
+from workbench.study import CrossedDesign, StudySpec, Trial, cell_of, expand, with_point
 
 STAGE = "confirm"  # the ``stage`` tag of a confirmation trial's run
 
@@ -39,9 +41,11 @@ def search_stage(study: StudySpec) -> StudySpec:
 
 
 def choose(study: StudySpec, runs: list) -> dict[str, Choice]:
-    """variant -> its best search point, from ``runs`` (MLflow runs of the study's trials)."""
+    """variant (a crossed design: each cell, the variant at a point) -> its best search point, from
+    ``runs`` (MLflow runs of the study's trials). A cell's point holds the axis's value first."""
     confirm = study.search.confirm
     space = list(study.search.space)
+    axis = [study.design.axis] if isinstance(study.design, CrossedDesign) else []
     by_point: dict[tuple[str, str], dict] = {}
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
@@ -49,9 +53,12 @@ def choose(study: StudySpec, runs: list) -> dict[str, Choice]:
                 or confirm.metric not in metrics or "search_values" not in tags):
             continue
         values = json.loads(tags["search_values"])
-        point = tuple((path, values[path]) for path in space if path in values)
-        entry = by_point.setdefault((tags["variant"], json.dumps(point)), {"point": point, "label": tags.get("search_point", ""),
-                                                                          "values": {}, "start": run.info.start_time})
+        if any(a not in values for a in axis):
+            continue
+        point = tuple((path, values[path]) for path in axis + space if path in values)
+        cell = cell_of(study, tags["variant"], values)
+        entry = by_point.setdefault((cell, json.dumps(point)), {"point": point, "label": tags.get("search_point", ""),
+                                                                "values": {}, "start": run.info.start_time})
         entry["values"][int(tags["seed"])] = metrics[confirm.metric]
     best: dict[str, Choice] = {}
     for (variant, _), entry in sorted(by_point.items(), key=lambda kv: kv[1]["start"]):
@@ -62,17 +69,17 @@ def choose(study: StudySpec, runs: list) -> dict[str, Choice]:
 
 
 def confirmation_trials(study: StudySpec, choices: dict[str, Choice]) -> list[Trial]:
-    """Each chosen variant's best point on the confirmation seeds."""
+    """Each chosen variant's (or cell's) best point on the confirmation seeds."""
     templates: dict[str, Trial] = {}
     for t in expand(search_stage(study)):
-        templates.setdefault(t.variant, t)
+        templates.setdefault(cell_of(study, t.variant, dict(t.search_point)), t)
     out = []
-    for variant, choice in choices.items():
-        template = templates[variant]
-        at_point = with_point(template, dict(choice.point))
+    for key, choice in choices.items():
+        template = templates[key]
+        at_point = with_point(template, {p: v for p, v in choice.point if p in study.search.space})
         for seed in study.search.confirm.seeds:
             spec = TrialSpec.model_validate({**at_point.spec.model_dump(mode="json"), "seed": seed})
-            out.append(Trial(variant, seed, spec, at_point.search_point, template.aliases, stage=STAGE))
+            out.append(Trial(template.variant, seed, spec, tuple(choice.point), template.aliases, stage=STAGE))
     return out
 
 
@@ -103,7 +110,7 @@ def run_confirmed(study: StudySpec, workdir: Path, run_study, **kw):
               flush=True)
     store = Store(kw.get("tracking_uri") or local_tracking_uri(workdir.resolve()), study.experiment, workdir.resolve() / "mlartifacts")
     choices = choose(study, store.trial_runs(study.name))
-    variants = list(dict.fromkeys(t.variant for t in expand(search_stage(study))))
+    variants = list(dict.fromkeys(cell_of(study, t.variant, dict(t.search_point)) for t in expand(search_stage(study))))
     missing = [v for v in variants if v not in choices]
     if missing:
         raise SpecError(f"search.confirm: no finished search trial of {', '.join(map(repr, missing))} reports "

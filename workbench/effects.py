@@ -14,6 +14,8 @@ def effects(rows: pl.DataFrame, axis_values: list[str]) -> list[dict]:
     rank = {p: i for i, p in enumerate(axis_values)}
     out: dict[str, dict] = {}
     for r in rows.filter(pl.col("comparison") == SAME_POINT).iter_rows(named=True):
+        if rank and r["search_point"] not in rank:
+            continue  # a search's row (a crossed design tuned per cell): its confirmation row is the effect's
         entry = out.setdefault(r["variant"], {"variant": r["variant"], "vs": r["base_row"].rsplit(" [", 1)[0], "points": []})
         entry["points"].append({"point": r["search_point"], "n": r["paired_n"], "paired_delta": r["paired_delta"],
                                 "paired_ci95": r["paired_ci95"], "p_value": r["p_value"], "delta": r["delta"]})

@@ -252,8 +252,11 @@ class StudySpec(Spec):
 
     @model_validator(mode="after")
     def _scaling_without_search(self):
-        if isinstance(self.design, (ScalingDesign, CrossedDesign)) and self.search is not None:
-            raise ValueError(f"search: a {self.design.kind} design's trials are its points; search each in a study of its own")
+        if isinstance(self.design, ScalingDesign) and self.search is not None:
+            raise ValueError("search: a scaling design's trials are its points; search each in a study of its own")
+        if isinstance(self.design, CrossedDesign) and self.search is not None and self.search.algorithm == "optuna":
+            raise ValueError("search: a crossed design searches each cell (a variant at a point) with algorithm grid "
+                             "or random, not optuna")
         return self
 
     @model_validator(mode="after")
@@ -350,9 +353,26 @@ def _points(study: StudySpec, name: str) -> list[tuple[list[tuple[str, Any]], li
         return [([("size", c.name)] + ([] if per is None else [("tokens_per_param", per)]), list(c.set.items()),
                  f"design.sizes[{i}] ({c.name})") for i, c in enumerate(study.design.sizes) for per in crossed]
     if isinstance(study.design, CrossedDesign):
-        return [([(study.design.axis, c.name)], list(c.set.items()), f"design.points[{i}] ({c.name})")
-                for i, c in enumerate(study.design.points)]
+        # A search runs in every cell (the variant at a point): the point's edits, then the draw's.
+        axis = study.design.axis
+        return [([(axis, c.name)] + draw, list(c.set.items()) + draw, f"design.points[{i}] ({c.name})")
+                for i, c in enumerate(study.design.points)
+                for draw in _search_points(study.search, cell_name(name, axis, c.name))]
     return [(point, point, "") for point in _search_points(study.search, name)]
+
+
+def cell_name(variant: str, axis: str, point: str) -> str:
+    """A crossed design's cell, ``FoX (Pro) [context=1024]``: the study table's row of the variant
+    at that point (workbench.table.label), and what a tune-then-confirm study chooses for."""
+    return f"{variant} [{axis.split('.')[-1]}={point}]"  # Trial.point_label's form
+
+
+def cell_of(study: "StudySpec", variant: str, values: dict) -> str:
+    """What a tune-then-confirm study chooses for, given a trial's variant and point values: the
+    variant, or in a crossed design its cell at the trial's point of the axis."""
+    if isinstance(study.design, CrossedDesign):
+        return cell_name(variant, study.design.axis, values[study.design.axis])
+    return variant
 
 
 def _scaled_tokens(study: StudySpec, data: dict, where: str, point) -> dict:
@@ -490,8 +510,12 @@ def with_point(template: Trial, point: dict[str, Any]) -> Trial:
 
 def axis_labels(study: StudySpec) -> list[str]:
     """The point labels of a scaling or crossed design, in its order: its trials' own labels
-    (Trial.point_label of the points the expansion uses)."""
-    return [Trial("", 0, None, tuple(point)).point_label for point, _, _ in _points(study, "")]
+    (Trial.point_label of the points the expansion uses; a crossed design's without a search's draw)."""
+    if isinstance(study.design, CrossedDesign):
+        points = [[(study.design.axis, c.name)] for c in study.design.points]
+    else:
+        points = [point for point, _, _ in _points(study, "")]
+    return [Trial("", 0, None, tuple(point)).point_label for point in points]
 
 
 def design_tags(study) -> dict[str, str]:

@@ -99,8 +99,6 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
     if study is not None and study.search is not None and study.search.confirm is not None:
         confirm_seeds = list(study.search.confirm.seeds)
     choice = {v: c["point"] for v, c in json.loads(tags.get("confirm_choice", "{}")).items()}
-    if confirm_seeds:
-        planned = [(v, "") for v in order] + planned  # each variant's confirmation row first
     kind, extrapolate = tags.get("design_kind", ""), tags.get("extrapolate_to")
     axis, grid_axes = json.loads(tags.get("axis", "[]")), json.loads(tags.get("grid_axes", "[]"))
     if study is not None:
@@ -111,6 +109,8 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
             from workbench.study import axis_labels
 
             axis = axis_labels(study)
+    if confirm_seeds:  # each variant's (a crossed design: each cell's) confirmation row first
+        planned = [(v, a) for v in order for a in (axis if kind == "crossed" else [""])] + planned
     return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice, kind,
                      None if extrapolate is None else str(extrapolate), axis, grid_axes)
 
@@ -122,12 +122,16 @@ def with_confirmation_rows(runs: pl.DataFrame, info: StudyInfo) -> pl.DataFrame:
     variant's very trials (an alias) has that variant's choice."""
     if not info.choice or runs.is_empty():
         return runs
-    chosen, trained_as = pl.lit(False), pl.coalesce("alias_of", "variant")
-    for variant, point in info.choice.items():
-        chosen = chosen | ((trained_as == variant) & (pl.col("search_point") == point))
-    picked = runs.filter(chosen & pl.col("seed").is_in(info.confirm_seeds or []))
-    return pl.concat([runs, picked.with_columns(pl.lit("").alias("search_point"), pl.col("variant").alias("row"))],
-                     how="vertical_relaxed")
+    # A crossed design's choice is per cell, keyed by its row (the variant at a point of the axis).
+    cells = {label(v, a): (v, a) for v in info.order for a in info.axis} if info.design_kind == "crossed" else {}
+    trained_as, picked = pl.coalesce("alias_of", "variant"), []
+    for key, point in info.choice.items():
+        variant, at = cells.get(key, (key, ""))
+        mine = runs.filter((trained_as == variant) & (pl.col("search_point") == point)
+                           & pl.col("seed").is_in(info.confirm_seeds or []))
+        row = pl.format("{} [{}]", "variant", pl.lit(at)) if at else pl.col("variant")
+        picked.append(mine.with_columns(pl.lit(at).alias("search_point"), row.alias("row")))
+    return pl.concat([runs, *picked], how="vertical_relaxed")
 
 
 def _oldest_first(runs: pl.DataFrame) -> list[str]:
@@ -205,7 +209,8 @@ def study_table(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl") ->
     for row, variant, point in row_keys(runs, info):
         mine = runs.filter(pl.col("row") == row) if not runs.is_empty() else runs
         ci = stats.mean_ci(values.get(row, {}).values())
-        seeds = info.confirm_seeds if info.confirm_seeds and not point else info.seeds
+        confirming = info.confirm_seeds and (not point or (info.design_kind == "crossed" and point in info.axis))
+        seeds = info.confirm_seeds if confirming else info.seeds
         expected = len(seeds) if seeds else None
         record = {"row": row, "variant": variant, "search_point": point, "n_seeds": ci.n, "seeds_expected": expected,
                   "fewer_seeds": expected is not None and ci.n < expected, "mean": ci.mean, "sd": ci.sd,

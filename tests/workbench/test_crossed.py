@@ -103,3 +103,58 @@ def test_a_grid_gives_the_effect_of_its_first_axis_along_the_others(tmp_path):
         assert point["point"] == f"context={context}" and point["paired_delta"] == pytest.approx(sum(diffs) / 2)
     proc = wb("dashboard", "--workdir", tmp_path / "w")
     assert proc.returncode == 0 and "Effect versus context" in next((tmp_path / "w" / "dashboard").glob("study-ctx*.html")).read_text()
+
+
+def test_a_crossed_design_tunes_each_cell_then_confirms_it(tmp_path):
+    """A search in a crossed design runs in every cell (the variant at a point of the axis); the
+    confirmation takes each cell's own best learning rate (checked against the search's values in
+    the store) to the confirmation seeds, and the table and the effect compare the cells'
+    confirmation rows at the same point, paired by seed."""
+    points = [{"name": str(c), "set": {"data.context": c, "train.batch_size": 512 // c}} for c in (32, 64)]
+    study = write(tmp_path, {"kind": "crossed", "variants": VARIANTS, "axis": "context", "points": points},
+                  search={"algorithm": "grid", "space": {"train.lr": {"choice": [0.0003, 0.01]}},
+                          "confirm": {"seeds": [0, 1]}})
+    text = yaml.safe_load(study.read_text())
+    text["seeds"] = [0]
+    study.write_text(yaml.safe_dump(text, sort_keys=False))
+    proc = wb("run", study, "--workdir", tmp_path / "w")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = MlflowClient(f"sqlite:///{tmp_path / 'w' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("ctx")
+    runs = client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial'")
+    search = {(r.data.tags["variant"], r.data.params["data.context"], float(r.data.params["train.lr"])): r.data.metrics["val_loss"]
+              for r in runs if r.data.tags.get("stage") != "confirm" and int(r.data.tags["seed"]) == 0}
+    assert len(search) == 8
+    best = {(v, c): min((0.0003, 0.01), key=lambda lr: search[(v, c, lr)]) for v in ("FoX (Pro)", "no gate") for c in ("32", "64")}
+    [parent] = client.search_runs([exp.experiment_id], "tags.wb_kind = 'study'")
+    choice = json.loads(parent.data.tags["confirm_choice"])
+    assert set(choice) == {f"{v} [context={c}]" for v, c in best}
+    for (v, c), lr in best.items():
+        assert choice[f"{v} [context={c}]"]["values"] == {"context": c, "train.lr": lr}
+    confirmed = {(r.data.tags["variant"], r.data.params["data.context"], int(r.data.tags["seed"])): r.data.metrics["val_loss"]
+                 for r in runs if float(r.data.params["train.lr"]) == best[(r.data.tags["variant"], r.data.params["data.context"])]}
+    assert len(confirmed) == 8  # each cell at its choice on seeds 0 (the search's trial) and 1
+    out = wb("results", study, "--workdir", tmp_path / "w", "--format", "json", "--metric", "val_loss")
+    assert out.returncode == 0, out.stderr[-2000:]
+    about = json.loads(out.stdout)
+    rows = {r["row"]: r for r in about["rows"]}
+    for c in ("32", "64"):
+        row = rows[f"no gate [context={c}]"]
+        assert row["n_seeds"] == 2 and row["base_row"] == f"FoX (Pro) [context={c}]" and row["comparison"] == "same point"
+    (effect,) = about["effects"]
+    assert [p["point"] for p in effect["points"]] == ["context=32", "context=64"]
+    for point, c in zip(effect["points"], ("32", "64")):
+        diffs = [confirmed[("no gate", c, s)] - confirmed[("FoX (Pro)", c, s)] for s in (0, 1)]
+        assert point["n"] == 2 and point["paired_delta"] == pytest.approx(sum(diffs) / 2)
+
+
+def test_a_crossed_design_refuses_an_optuna_search_and_a_ladder_any_search(tmp_path):
+    points = [{"name": str(c), "set": {"data.context": c}} for c in (32, 64)]
+    crossed = {"kind": "crossed", "variants": VARIANTS, "axis": "context", "points": points}
+    proc = wb("run", write(tmp_path, crossed, search={"algorithm": "optuna", "space": {"train.lr": {"loguniform": [1e-4, 1e-2]}}}),
+              "--workdir", tmp_path / "w")
+    assert proc.returncode == 2 and "a crossed design searches each cell" in proc.stderr, proc.stderr
+    ladder = {"kind": "scaling", "variants": VARIANTS, "sizes": sizes(32, 64, 96, 128)}
+    proc = wb("run", write(tmp_path, ladder, search={"space": {"train.lr": {"choice": [0.001]}}}), "--workdir", tmp_path / "w")
+    assert proc.returncode == 2 and "a scaling design's trials are its points" in proc.stderr, proc.stderr
+    assert not (tmp_path / "w").exists()

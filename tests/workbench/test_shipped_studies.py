@@ -26,7 +26,7 @@ def test_a_shipped_file_validates(name):
         validate(TrialSpec, data, name)
 
 
-@pytest.mark.parametrize("path,trials", [("studies/scaling_fox_vs_transformer.yaml", 30), ("studies/context_length.yaml", 24)])
+@pytest.mark.parametrize("path,trials", [("studies/scaling_fox_vs_transformer.yaml", 30), ("studies/context_length.yaml", 36)])
 def test_dry_run_lists_each_trial_with_parameters_tokens_and_flops(path, trials, tmp_path):
     import subprocess
     import sys
