@@ -26,11 +26,34 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
-@pytest.fixture(scope="session")
-def quickstart(tmp_path_factory):
-    """The README's main job, run once: `wb run studies/quickstart.yaml` into a fresh workdir.
-    Returns (workdir, completed process, seconds)."""
-    workdir = tmp_path_factory.mktemp("quickstart")
+def once_across_workers(tmp_path_factory, name: str, make):
+    """A session fixture's study, run once for the whole test run: under pytest-xdist the first
+    worker to ask runs ``make(folder)`` -> (workdir, completed process, seconds) while the others
+    wait on a lock in the run's shared temp dir, then read what it left there (the study's store is
+    only read by the tests that share it). Without xdist, once per session as before."""
+    import json
+
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the temp dir every worker's own lies in
+    done = shared / f"{name}.json"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.is_file():
+            folder = shared / name
+            folder.mkdir(exist_ok=True)
+            workdir, proc, seconds = make(folder)
+            done.write_text(json.dumps({"workdir": str(workdir), "args": proc.args if isinstance(proc.args, list) else str(proc.args),
+                                        "returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
+                                        "seconds": seconds}))
+    got = json.loads(done.read_text())
+    proc = subprocess.CompletedProcess(got["args"], got["returncode"], got["stdout"], got["stderr"])
+    return Path(got["workdir"]), proc, got["seconds"]
+
+
+def _run_quickstart(folder: Path):
+    workdir = folder / "w"
     start = time.time()
     proc = subprocess.run([sys.executable, "-m", "workbench.cli", "run", str(ROOT / "studies/quickstart.yaml"),
                            "--workdir", str(workdir)], capture_output=True, text=True, cwd=ROOT, timeout=600)
@@ -38,10 +61,17 @@ def quickstart(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def quickstart(tmp_path_factory):
+    """The README's main job, run once for the test run (once_across_workers): `wb run
+    studies/quickstart.yaml` into a fresh workdir. Returns (workdir, completed process, seconds)."""
+    return once_across_workers(tmp_path_factory, "quickstart", _run_quickstart)
+
+
+@pytest.fixture(scope="session")
 def random_search_confirmed(tmp_path_factory):
-    """A tiny tune-then-confirm study with a random search and ASHA, run once for the tests of its
-    store (tests/workbench/test_confirm.py) and of its dashboard page
+    """A tiny tune-then-confirm study with a random search and ASHA, run once (once_across_workers)
+    for the tests of its store (tests/workbench/test_confirm.py) and of its dashboard page
     (tests/dashboards/test_confirm_site.py). Returns (workdir, completed process, seconds)."""
     from tests.workbench.test_confirm import run_random_asha
 
-    return run_random_asha(tmp_path_factory.mktemp("random_asha"))
+    return once_across_workers(tmp_path_factory, "random_asha", run_random_asha)
