@@ -98,7 +98,9 @@ def confirm_section(page: Page, store: Store, runs: list, tags: dict, info: tabl
     (dashboards/confirm.py)."""
     choice, seeds, metric = confirm.choice_of(tags)
     if info.design_kind == "crossed":
-        return  # chosen per cell: the study table's rows name each cell's choice (workbench/confirm.py)
+        # Chosen per cell (workbench/confirm.py): `wb run` prints each cell's choice and
+        # `wb run --dry-run` lists its trials; this page does not show it yet.
+        return
     found = confirm.points(store, runs, tags)
     if not found:
         return
