@@ -312,4 +312,5 @@ def effect_figure(effects: list[dict], metric: str, axis: str) -> go.Figure:
                                  error_y={"type": "data", "array": ci, "visible": True}))
     fig.add_hline(y=0, line_dash="dash", line_color="gray")
     return fig.update_layout(title=f"Effect versus {axis}: paired difference in {metric} from the base, 95% CI over seeds",
-                             xaxis_title=axis, xaxis_type="category", yaxis_title=f"delta {metric}", height=400)
+                             xaxis_title=axis, xaxis_type="category", yaxis_title=f"delta {metric}", height=400,
+                             showlegend=True)  # one trace too: the legend names the comparison

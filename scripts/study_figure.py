@@ -1,6 +1,9 @@
 """A scaling or crossed study's figure from its tracking store, as a PNG for the docs: the laws
 (loss against parameters, each variant's law with its 95% bootstrap band and its prediction) or
-the effect versus the design's axis (each variant's paired difference from the base, 95% CI).
+the effect versus the design's axis (each variant's paired difference from the base, 95% CI;
+``--pair VARIANT=BASE``, repeatable, draws chosen pairs instead: FoX (Pro) against Transformer (Pro)
+beside FoX (LLaMA) against Transformer (LLaMA)). The effect is in ``--metric`` (val_loss by default:
+a difference in nats, comparable across points whose perplexities differ). Errors exit 2.
 
     python scripts/study_figure.py --workdir DIR --study scaling_fox_vs_transformer --figure laws \
         --out docs/scaling-ladder-laws.png
@@ -15,6 +18,7 @@ from pathlib import Path
 from dashboards import figures
 from dashboards.png import write_png
 from workbench import results, table
+from workbench.errors import SpecError
 
 
 def main(argv=None):
@@ -24,18 +28,33 @@ def main(argv=None):
     ap.add_argument("--figure", choices=("laws", "effect"), required=True)
     ap.add_argument("--out", type=Path, required=True, help="the PNG to write")
     ap.add_argument("--title", default=None)
+    ap.add_argument("--metric", default="val_loss", help="the effect's metric (default val_loss)")
+    ap.add_argument("--pair", action="append", default=[], metavar="VARIANT=BASE",
+                    help="with --figure effect: draw VARIANT's difference from BASE (repeatable); default: "
+                         "every variant against the design's base")
     args = ap.parse_args(argv)
+    pairs = []
+    for pair in args.pair:
+        variant, sep, base = pair.partition("=")
+        if not (sep and variant.strip() and base.strip()):
+            ap.error(f"--pair {pair!r}: expected VARIANT=BASE, two variant names joined by '='")
+        pairs.append((variant.strip(), base.strip()))
+    if pairs and args.figure != "effect":
+        ap.error("--pair goes with --figure effect")
     store = results.open_store(args.workdir, args.study)
     if store is None:
-        raise SystemExit(f"no tracking store in {args.workdir}")
+        ap.error(f"no tracking store in {args.workdir}")
     frame = results.trial_runs(args.workdir, args.study, runs=results.finished_runs(store, args.study))
     if frame.is_empty():
-        raise SystemExit(f"study {args.study!r}: no finished runs in {args.workdir}")
+        ap.error(f"study {args.study!r}: no finished runs in {args.workdir}")
     parent = results.study_parent(store, args.study)
-    info = table.study_info(args.study, frame, parent_tags=parent.data.tags if parent else {})
+    tags = parent.data.tags if parent else {}
+    info = table.study_info(args.study, frame, parent_tags=tags)
     if info.design_kind not in ("scaling", "crossed") or (args.figure == "laws" and info.design_kind != "scaling"):
-        raise SystemExit(f"study {args.study!r} is a {info.design_kind or 'plain'} study: --figure laws needs a "
-                         "scaling design, --figure effect a scaling or crossed one")
+        ap.error(f"study {args.study!r} is a {info.design_kind or 'plain'} study: --figure laws needs a "
+                 "scaling design, --figure effect a scaling or crossed one")
+    if args.metric not in frame.columns:
+        ap.error(f"--metric {args.metric!r}: the study's runs have no such final metric")
     if args.figure == "laws":
         from workbench.scaling_study import fit_study
 
@@ -44,8 +63,19 @@ def main(argv=None):
     else:
         from workbench.effects import effects
 
-        found = effects(table.study_table(frame, info, "val_loss"), info.axis)
-        fig = figures.effect_figure(found, "val_loss", info.axis[0].split("=")[0] if info.axis else "the axis")
+        found = []
+        for variant, base in pairs or [(None, info.base)]:
+            try:
+                with_base = table.study_info(args.study, frame, parent_tags=tags, base=base)
+            except SpecError as e:
+                ap.error(f"--pair {variant}={base}: {e}")
+            chosen = [e for e in effects(table.study_table(frame, with_base, args.metric), info.axis)
+                      if variant is None or e["variant"] == variant]
+            if variant is not None and not chosen:
+                ap.error(f"--pair {variant}={base}: {variant!r} has no rows compared with {base!r} at the axis's "
+                         f"points; the variants: {', '.join(info.order)}")
+            found += chosen
+        fig = figures.effect_figure(found, args.metric, info.axis[0].split("=")[0] if info.axis else "the axis")
     fig.update_layout(width=1000, height=560, title=args.title or f"{args.study}: {args.figure}")
     write_png(fig, args.out)
     print(f"figure: {args.out}")

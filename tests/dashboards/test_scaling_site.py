@@ -129,7 +129,17 @@ def test_study_figure_writes_the_laws_and_the_effect_as_pngs(ladder, tmp_path):
                              timeout=300, env=env)
         assert run.returncode == 0, run.stderr[-2000:]
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
-    run = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "nope",
-                          "--figure", "laws", "--out", str(tmp_path / "x.png")], capture_output=True, text=True,
-                         cwd=ROOT, timeout=300, env=env)
-    assert run.returncode != 0 and "nope" in run.stderr and "Traceback" not in run.stderr, run.stderr[-2000:]
+    # A chosen pair (the base's difference from the other variant, the reverse of the default).
+    out = tmp_path / "pair.png"
+    run = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "ladder",
+                          "--figure", "effect", "--pair", "FoX (Pro)=no gate", "--out", str(out)], capture_output=True,
+                         text=True, cwd=ROOT, timeout=300, env=env)
+    assert run.returncode == 0 and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", run.stderr[-2000:]
+    # Bad input: one usage line naming what is wrong and what is allowed, exit 2 as the CLI's.
+    for argv, says in ((["--study", "nope", "--figure", "laws"], "nope"),
+                       (["--study", "ladder", "--figure", "effect", "--pair", "FoX (Pro)=gateless"], "'no gate'"),
+                       (["--study", "ladder", "--figure", "effect", "--pair", "FoX (Pro)"], "VARIANT=BASE"),
+                       (["--study", "ladder", "--figure", "effect", "--metric", "val_lost"], "val_lost")):
+        run = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), *argv, "--out",
+                              str(tmp_path / "x.png")], capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+        assert run.returncode == 2 and says in run.stderr and "Traceback" not in run.stderr, (argv, run.stderr[-2000:])
