@@ -198,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --dry-run: the seeds that would detect this effect (a fraction of the base's mean: "
                         "0.01 = 1%%) with 80%% power, from the spread of the study's finished pilot runs")
     p.add_argument("--metric", default="val_ppl", help="the metric --effect is stated in (default val_ppl)")
+    p.add_argument("--base", help="with --effect: the variant the effect is measured against (default: the design's "
+                                  "base)")
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start Ray locally)")
     p.add_argument("--max-concurrent", type=int, help="at most this many trials at once")
     p.add_argument("--take-over", action="store_true",

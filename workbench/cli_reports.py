@@ -144,7 +144,7 @@ def plan_seeds(study, workdir, args: argparse.Namespace) -> None:
         print(f"\n--effect {args.effect}: no finished pilot runs of {study.name!r} to measure the seeds' spread from")
         return
     check_metric(runs, args.metric)
-    info = table.study_info(study.name, runs, study, tags)
+    info = table.study_info(study.name, runs, study, tags, args.base)
     print()
     print("\n".join(report.seeds_lines(table.study_table(runs, info, args.metric), info, args.metric, args.effect)))
 

@@ -244,6 +244,16 @@ def test_dry_run_says_how_many_seeds_would_detect_an_effect(grid_search):
             crit = sps.t.ppf(0.975, n - 1)
             return sps.nct.sf(crit, n - 1, effect / sd * math.sqrt(n)) + sps.nct.sf(crit, n - 1, -effect / sd * math.sqrt(n))
         assert power(needed.n) >= 0.8 > power(needed.n - 1)
+    # --base measures the effect against another variant: the rows are compared with it instead.
+    other = "forget_gate=bias_only"
+    rc, out = wb_here("run", path, "--workdir", workdir, "--dry-run", "--effect", "0.01", "--base", other)
+    assert rc == 0
+    lines = out.splitlines()
+    lines = lines[next(i for i, l in enumerate(lines) if l.startswith("seeds to detect")):]
+    line = next(l for l in lines if l.startswith(f"{BASE} [lr=0.003] "))
+    assert f"{other} [lr=0.003]" in line and f"{0.01 * sum(values[(f'{other} [lr=0.003]', s)] for s in (0, 1)) / 2:.4g}" in line
+    bad = wb("run", path, "--workdir", workdir, "--dry-run", "--effect", "0.01", "--base", "nope")
+    assert bad.returncode == 2 and "--base 'nope' is not a variant" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_each_final_val_loss_is_logged_once_and_no_stray_experiment(grid_search):
