@@ -214,6 +214,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         lines = report.table_lines(rows, info, args.metric, args.holm)
         if info.design_kind == "scaling":
             lines += report.fit_lines(about)
+        lines += report.effect_lines(about)
         emit("\n".join(lines) + "\n", args.out)
     else:
         export.write(rows, args.format, args.out, about)

@@ -1,6 +1,9 @@
 """Effect versus an axis: in a design whose rows are variants at the points of one axis (a scaling
 ladder's sizes, a crossed design's values), each variant's paired difference from the base at the
-same point, point by point in the axis's order: the figure the paper draws for context length."""
+same point, point by point in the axis's order: the figure the paper draws for context length.
+Whether the effect changes along the axis: at each point after the first, the change from the
+point before, Welch's t-test of the per-seed differences at the two points (unpaired: a seed at
+one point shares nothing with the same seed at another)."""
 from __future__ import annotations
 
 import polars as pl
@@ -9,8 +12,13 @@ from workbench.table import SAME_POINT
 
 
 def effects(rows: pl.DataFrame, axis_values: list[str]) -> list[dict]:
-    """``[{variant, vs, points: [{point, n, paired_delta, paired_ci95, p_value, delta}]}]`` from the
-    study table's rows; ``axis_values`` the point labels in the axis's order."""
+    """``[{variant, vs, points: [{point, n, paired_delta, paired_sd, paired_ci95, p_value, delta,
+    change}]}]`` from the study table's rows; ``axis_values`` the point labels in the axis's order;
+    ``change`` (None at the first point): ``{from, difference, ci95, p}``, this point's paired delta
+    minus the point before's, its Welch 95% CI and two-sided p (None where either point has fewer
+    than two paired seeds)."""
+    from workbench import stats
+
     rank = {p: i for i, p in enumerate(axis_values)}
     out: dict[str, dict] = {}
     for r in rows.filter(pl.col("comparison") == SAME_POINT).iter_rows(named=True):
@@ -18,9 +26,18 @@ def effects(rows: pl.DataFrame, axis_values: list[str]) -> list[dict]:
             continue  # a search's row (a crossed design tuned per cell): its confirmation row is the effect's
         entry = out.setdefault(r["variant"], {"variant": r["variant"], "vs": r["base_row"].rsplit(" [", 1)[0], "points": []})
         entry["points"].append({"point": r["search_point"], "n": r["paired_n"], "paired_delta": r["paired_delta"],
-                                "paired_ci95": r["paired_ci95"], "p_value": r["p_value"], "delta": r["delta"]})
+                                "paired_sd": r["paired_sd"], "paired_ci95": r["paired_ci95"], "p_value": r["p_value"],
+                                "delta": r["delta"]})
     for entry in out.values():
-        entry["points"].sort(key=lambda p: rank.get(p["point"], len(rank)))
+        points = entry["points"]
+        points.sort(key=lambda p: rank.get(p["point"], len(rank)))
+        for before, here in zip([None, *points], points):
+            if before is None:
+                here["change"] = None
+                continue
+            w = stats.welch_summary(here["paired_delta"], here["paired_sd"], here["n"], before["paired_delta"],
+                                    before["paired_sd"], before["n"])
+            here["change"] = {"from": before["point"], "difference": w.delta, "ci95": w.half_width, "p": w.p}
     return list(out.values())
 
 

@@ -183,3 +183,30 @@ def fit_lines(about: dict) -> list[str]:
         where = f"cross at {_estimate(c['n'], '.3g')} parameters{share}" if c.get("n") else c["reason"]
         lines.append(f"  {a} vs {b}: {where}")
     return lines
+
+
+def effect_lines(about: dict) -> list[str]:
+    """The effect versus the axis (workbench/effects.py) as text: per variant and point its paired
+    difference from the base with its 95% CI and p, and (scaling and crossed designs) the change
+    from the point before with Welch's CI and p."""
+    found = about.get("effects") or []
+    if not found:
+        return []
+    metric = about.get("metric", "val_ppl")
+    lines = ["", f"effect versus the axis: each variant minus the base at the same point, paired over seeds, {metric}, "
+                 "95% t CI; change: from the point before, Welch's t-test of the per-seed differences at the two points"]
+    for e in found:
+        along = f" along {e['axis']}" if e.get("axis") else ""
+        lines.append(f"  {e['variant']} - {e['vs']}{along}:")
+        for p in e["points"]:
+            if p["paired_delta"] is None:
+                lines.append(f"    {p['point']}: no seed shared with the base")
+                continue
+            text = (f"    {p['point']}: {p['paired_delta']:+.4g} +- {_num(p['paired_ci95'], '.3g', 'n/a')} "
+                    f"(n {p['n']}, p {_num(p['p_value'], '.3g', 'n/a')})")
+            c = p.get("change")
+            if c and c["difference"] is not None:
+                text += (f"; change from {c['from']}: {c['difference']:+.4g} +- {_num(c['ci95'], '.3g', 'n/a')} "
+                         f"(p {_num(c['p'], '.3g', 'n/a')})")
+            lines.append(text)
+    return lines

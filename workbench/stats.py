@@ -146,6 +146,25 @@ def welch(a: Iterable[float | None], b: Iterable[float | None], confidence: floa
     return Welch(delta, half, welch_p(x, y), float(df))
 
 
+def welch_summary(mean_a: float | None, sd_a: float | None, n_a: int | None, mean_b: float | None,
+                  sd_b: float | None, n_b: int | None, confidence: float = 0.95) -> Welch:
+    """``welch`` from each sample's mean, sd and count (an effect's per-seed differences at two
+    points of an axis, known by their summary): the same difference, CI and two-sided p."""
+    _check_fraction("confidence", confidence)
+    if _missing(mean_a) or _missing(mean_b):
+        return Welch(None, None, None, None)
+    delta = float(mean_a - mean_b)
+    if not n_a or not n_b or n_a < 2 or n_b < 2 or _missing(sd_a) or _missing(sd_b):
+        return Welch(delta, None, None, None)
+    va, vb = sd_a ** 2 / n_a, sd_b ** 2 / n_b
+    if va + vb == 0:
+        return Welch(delta, 0.0, 0.0 if delta != 0 else None, None)
+    df = (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
+    se = math.sqrt(va + vb)
+    return Welch(delta, float(stats.t.ppf((1 + confidence) / 2, df) * se), float(2 * stats.t.sf(abs(delta) / se, df)),
+                 float(df))
+
+
 def pooled_sd(a: Iterable[float | None], b: Iterable[float | None]) -> float | None:
     """Pooled standard deviation of two samples, sqrt(((n_a-1) s_a^2 + (n_b-1) s_b^2) / (n_a+n_b-2)),
     the sd the unpaired power and MDE take; None when there are fewer than 3 values in all."""

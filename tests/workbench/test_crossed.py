@@ -51,6 +51,16 @@ def test_the_effect_of_a_variant_along_an_axis_is_paired_per_value(tmp_path):
         diffs = [loss[("no gate", context, s)] - loss[("FoX (Pro)", context, s)] for s in (0, 1)]
         assert point["n"] == 2 and point["paired_delta"] == pytest.approx(sum(diffs) / 2)
         assert point["p_value"] == pytest.approx(stats.ttest_1samp(diffs, 0).pvalue)
+    # Whether the effect changes along the axis: Welch's test of the per-seed differences at 64 against 32.
+    per_point = [[loss[("no gate", c, s)] - loss[("FoX (Pro)", c, s)] for s in (0, 1)] for c in ("32", "64")]
+    change = effect["points"][1]["change"]
+    welch = stats.ttest_ind(per_point[1], per_point[0], equal_var=False)
+    assert effect["points"][0]["change"] is None and change["from"] == "context=32"
+    assert change["difference"] == pytest.approx(sum(per_point[1]) / 2 - sum(per_point[0]) / 2)
+    assert change["p"] == pytest.approx(welch.pvalue)
+    text = wb("results", study, "--workdir", tmp_path / "w", "--metric", "val_loss")
+    assert f"    context=64: {effect['points'][1]['paired_delta']:+.4g}" in text.stdout
+    assert f"change from context=32: {change['difference']:+.4g}" in text.stdout
 
 
 def sizes(*d_models, **extra):

@@ -180,3 +180,16 @@ def test_welch_interval_agrees_with_scipy():
     assert w.half_width == pytest.approx((high - low) / 2) and w.p == pytest.approx(res.pvalue)
     assert w.df == pytest.approx(res.df)
     assert stats.welch([1.0], b).half_width is None and stats.welch([], b).delta is None
+
+
+def test_welch_from_summaries_is_welch_from_the_values():
+    """An effect's change along an axis is tested from each point's mean, sd and n of the per-seed
+    differences: the same numbers scipy gives from the values themselves."""
+    a, b = [-0.031, -0.045, -0.043], [0.004, -0.011, -0.010, -0.002]
+    w = stats.welch_summary(np.mean(a), np.std(a, ddof=1), len(a), np.mean(b), np.std(b, ddof=1), len(b))
+    res = sps.ttest_ind(a, b, equal_var=False)
+    low, high = res.confidence_interval(0.95)
+    assert w.delta == pytest.approx(np.mean(a) - np.mean(b)) and w.p == pytest.approx(res.pvalue)
+    assert w.half_width == pytest.approx((high - low) / 2) and w.df == pytest.approx(res.df)
+    assert stats.welch_summary(-0.03, 0.01, 1, 0.0, 0.01, 3) == (-0.03, None, None, None)
+    assert stats.welch_summary(None, 0.01, 3, 0.0, 0.01, 3).delta is None
