@@ -80,7 +80,9 @@ def ablation_table(rows: pl.DataFrame, info: table.StudyInfo, metric: str = "val
         p = r["p_holm"] if holm else r["p_value"]
         p_text = "" if p is None else f"{p:.3g}"
         mde = "" if r["mde"] is None else f"{r['mde']:.3f}"
-        body.append(f'<tr><td class="variant">{esc(r["row"])}</td>{marks}<td class="num">{params}</td>'
+        chosen = (f'<br><span class="chosen" title="the searched values the confirmation runs at">chosen: '
+                  f'{esc(r["chosen"])}</span>' if r.get("chosen") else "")
+        body.append(f'<tr><td class="variant">{esc(r["row"])}{chosen}</td>{marks}<td class="num">{params}</td>'
                     f'<td class="num">{seeds}</td><td class="num value">{value}</td>{_delta_cell(r, info.alpha, holm)}'
                     f'<td class="num">{p_text}</td><td class="num mde">{mde}</td>{_runs_cell(r)}{_spikes_cell(r)}'
                     f'<td class="num workers">{esc(r.get("workers") or "")}</td></tr>')

@@ -98,8 +98,8 @@ def confirm_section(page: Page, store: Store, runs: list, tags: dict, info: tabl
     (dashboards/confirm.py)."""
     choice, seeds, metric = confirm.choice_of(tags)
     if info.design_kind == "crossed":
-        # Chosen per cell (workbench/confirm.py): `wb run` prints each cell's choice and
-        # `wb run --dry-run` lists its trials; this page does not show it yet.
+        # Chosen per cell (workbench/confirm.py): the table names each cell's choice under its row
+        # (the table's `chosen`); the per-variant search figure below is for the other designs.
         return
     found = confirm.points(store, runs, tags)
     if not found:

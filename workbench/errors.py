@@ -20,6 +20,36 @@ def _location(loc: tuple) -> str:
     return ".".join(str(part) for part in loc) or "(top level)"
 
 
+def _as_written(model: type[BaseModel] | None, data: Any, loc: tuple) -> tuple:
+    """An error's location as the file spells it: without the tags pydantic adds where a
+    discriminated union chose its member by ``kind`` (``design.crossed.points`` is ``design.points``
+    in the YAML)."""
+    if model is None:
+        return loc
+    out, node, value = [], model, data
+    for part in loc:
+        union = _strip(node) if node is not None else None
+        tag = (typing.get_origin(union) in (typing.Union, types.UnionType) and isinstance(part, str)
+               and any(part in _kinds_of(_strip(m)) for m in typing.get_args(union) if m is not type(None)))
+        if not tag:
+            out.append(part)
+        if node is not None:
+            node, value = _descend(node, value, part)
+    return tuple(out)
+
+
+def _field_in_message(loc: tuple, msg: str) -> tuple[tuple, str]:
+    """A validator of a whole section names the field it refuses at the start of its message
+    (``search.algorithm: a crossed design ...``): that field joins the location."""
+    head, sep, rest = msg.partition(": ")
+    if not (sep and head and all(part.isidentifier() for part in head.split("."))):
+        return loc, msg
+    parts = tuple(head.split("."))
+    if tuple(str(p) for p in loc[-len(parts):]) == parts:  # a field's own validator names itself
+        return loc, rest
+    return (*loc, *parts), rest
+
+
 def _strip(annotation):
     """The type under Annotated[...] (pydantic's SerializeAsAny, our slot validators)."""
     while typing.get_origin(annotation) is typing.Annotated:
@@ -93,7 +123,10 @@ def format_validation_error(err: ValidationError, source: str = "", model: type[
         hint = ""
         if e["type"] == "extra_forbidden" and model is not None and e["loc"]:
             hint = did_you_mean(e["loc"][-1], allowed_fields(model, data, e["loc"]))
-        lines.append(f"{_location(e['loc'])}: {msg}{shown}{hint}")
+        loc = _as_written(model, data, tuple(e["loc"]))
+        if e["type"] == "value_error":
+            loc, msg = _field_in_message(loc, msg)
+        lines.append(f"{_location(loc)}: {msg}{shown}{hint}")
     head = f"{source}: " if source else ""
     return head + f"{len(lines)} problem(s)\n  " + "\n  ".join(lines)
 

@@ -39,7 +39,8 @@ def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = 
     search = (table["search_point"] != "").any() if table.height else False
     # Trials of more than one worker (Ray Train): how many, per row; one-process studies show no column.
     several = table.height > 0 and any(w not in (None, "1") for w in table["workers"].to_list())
-    head = ["row", "seeds", f"{metric} mean", "95% CI", "delta"] + (["vs"] if search else []) + [
+    chosen = table.height > 0 and any(c is not None for c in table["chosen"].to_list())
+    head = ["row"] + (["chosen"] if chosen else []) + ["seeds", f"{metric} mean", "95% CI", "delta"] + (["vs"] if search else []) + [
         "paired delta ± 95% CI (n)", "p (Holm)" if holm else "p", "MDE", "runs", "spikes", "kinds"] + (
         ["workers"] if several else [])
     lines = [head]
@@ -52,17 +53,17 @@ def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = 
         vs = [r["base_row"] or "—"] if search else []
         if search and r["comparison"] == "base":
             vs = [""]
-        lines.append([r["row"], seeds, _num(r["mean"]), _num(r["ci95"], ".3f", "n/a" if r["n_seeds"] else ""), delta,
+        lines.append([r["row"], *([r["chosen"] or ""] if chosen else []), seeds, _num(r["mean"]), _num(r["ci95"], ".3f", "n/a" if r["n_seeds"] else ""), delta,
                       *vs, paired, _p_cell(r["p_holm"] if holm else r["p_value"], info.alpha), _num(r["mde"]),
                       _runs_cell(r), _spike_cell(r), r["kinds"] or "", *([r["workers"] or ""] if several else [])])
     widths = [max(len(line[c]) for line in lines) for c in range(len(head))]
     text = ["  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]).rstrip()
             for line in lines]
     return [f"study {info.name!r}: {metric}, mean and 95% CI (Student t) over seeds; base {info.base!r} ({info.base_from}); "
-            f"alpha {info.alpha:g}"] + text + footnotes(table, info, holm, search)
+            f"alpha {info.alpha:g}"] + text + footnotes(table, info, holm, search, chosen)
 
 
-def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool) -> list[str]:
+def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, chosen: bool = False) -> list[str]:
     rows = table.to_dicts()
     notes = ["delta: mean minus the mean of the base's row"
              + (" it is compared with (vs)" if search else "")
@@ -77,6 +78,13 @@ def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool) ->
         if BEST_POINT in kinds:
             notes.append("vs (best point): the variant's best row (lowest mean val_loss) against the base's best, "
                          "both chosen on these very runs (confirm on new seeds); the variant's other rows: no comparison")
+    if chosen:
+        each = "each cell's (a variant at a point of the axis)" if info.design_kind == "crossed" else "each variant's"
+        notes.append(f"chosen: a confirmation row's searched values, {each} best search point, run on the "
+                     f"confirmation seeds {info.confirm_seeds}; it is compared with the base's confirmation row"
+                     + (" at the same point" if info.design_kind == "crossed" else "")
+                     + ", at the base's own choice (the two may differ); its search rows stay below it, one seed each "
+                     "(the chosen point's row counts the confirmation's seeds too, the same trials)")
     if any(r["fewer_seeds"] for r in rows):
         notes.append(f"k/n!: k finished seeds where the study asks for n ({info.seeds})")
     if any(r["runs_spiked"] for r in rows):

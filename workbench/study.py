@@ -255,7 +255,7 @@ class StudySpec(Spec):
         if isinstance(self.design, ScalingDesign) and self.search is not None:
             raise ValueError("search: a scaling design's trials are its points; search each in a study of its own")
         if isinstance(self.design, CrossedDesign) and self.search is not None and self.search.algorithm == "optuna":
-            raise ValueError("search: a crossed design searches each cell (a variant at a point) with algorithm grid "
+            raise ValueError("search.algorithm: a crossed design searches each cell (a variant at a point) with algorithm grid "
                              "or random, not optuna")
         return self
 

@@ -35,7 +35,7 @@ BASE, VS_BASE, SAME_POINT, BEST_POINT = "base", "vs base", "same point", "best p
 STANDARD_KINDS = {slot: next(p["attention"][slot] for p in PRESETS.values() if p["attention"][slot] != "none")
                   for slot in ATTENTION_SLOTS}
 SCHEMA = {
-    "row": pl.String, "variant": pl.String, "search_point": pl.String, "n_seeds": pl.Int64,
+    "row": pl.String, "variant": pl.String, "search_point": pl.String, "chosen": pl.String, "n_seeds": pl.Int64,
     "seeds_expected": pl.Int64, "fewer_seeds": pl.Boolean, "mean": pl.Float64, "sd": pl.Float64, "ci95": pl.Float64,
     "base_row": pl.String, "comparison": pl.String, "delta": pl.Float64, "paired_n": pl.Int64,
     "paired_delta": pl.Float64, "paired_sd": pl.Float64, "paired_ci95": pl.Float64, "p_value": pl.Float64, "p_holm": pl.Float64,
@@ -212,7 +212,8 @@ def study_table(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl") ->
         confirming = info.confirm_seeds and (not point or (info.design_kind == "crossed" and point in info.axis))
         seeds = info.confirm_seeds if confirming else info.seeds
         expected = len(seeds) if seeds else None
-        record = {"row": row, "variant": variant, "search_point": point, "n_seeds": ci.n, "seeds_expected": expected,
+        record = {"row": row, "variant": variant, "search_point": point,
+                  "chosen": chosen_values(row, point, info) if confirming else None, "n_seeds": ci.n, "seeds_expected": expected,
                   "fewer_seeds": expected is not None and ci.n < expected, "mean": ci.mean, "sd": ci.sd,
                   "ci95": ci.half_width}
         record.update(compare(row, variant, point, values, best, info))
@@ -221,6 +222,16 @@ def study_table(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl") ->
     for record, adjusted in zip(out, stats.holm([r.get("p_value") for r in out])):
         record["p_holm"] = adjusted
     return pl.DataFrame(out, schema=SCHEMA) if out else pl.DataFrame(schema=SCHEMA)
+
+
+def chosen_values(row: str, point: str, info: StudyInfo) -> str | None:
+    """A confirmation row's searched values as the search chose them (``lr=0.002``), without the
+    axis point the row already names (a crossed design's cell); None before the choice."""
+    choice = info.choice.get(row)
+    if choice is None:
+        return None
+    named = set(point.split(", ")) if point else set()
+    return ", ".join(part for part in choice.split(", ") if part not in named) or choice
 
 
 def row_keys(runs: pl.DataFrame, info: StudyInfo) -> list[tuple[str, str, str]]:

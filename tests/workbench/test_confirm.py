@@ -116,6 +116,7 @@ def test_tune_then_confirm_chooses_from_the_search_runs_it_resumes_between_stage
             values[v][int(r.data.tags["seed"])] = r.data.metrics["val_loss"]
     for v, seeds in values.items():
         assert rows[v]["n_seeds"] == 2 and rows[v]["mean"] == pytest.approx(sum(seeds.values()) / 2)
+        assert rows[v]["chosen"].startswith("lr=") and float(rows[v]["chosen"][3:]) == by_hand[v][0]
     delta = [values["no gate"][s] - values["FoX (Pro)"][s] for s in (0, 1)]
     assert rows["no gate"]["paired_delta"] == pytest.approx(sum(delta) / 2)
     assert rows["FoX (Pro)"]["comparison"] == "base" and rows["no gate"]["base_row"] == "FoX (Pro)"

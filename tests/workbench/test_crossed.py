@@ -86,7 +86,7 @@ def sizes(*d_models, **extra):
     ({"kind": "scaling", "variants": VARIANTS, "extrapolate_to": "10k", "sizes": sizes(32, 64, 96, 128)},
      "design.extrapolate_to: '10k' (10,000 parameters) is not above the ladder"),
     ({"kind": "crossed", "variants": VARIANTS, "axis": "context", "points": [{"name": "64", "set": {"data.context": 64}}]},
-     "design.crossed.points: List should have at least 2 items"),
+     "design.points: List should have at least 2 items"),
 ])
 def test_bad_scaling_and_crossed_designs_get_one_clear_error_and_write_nothing(tmp_path, design, expected):
     proc = wb("run", write(tmp_path, design), "--workdir", tmp_path / "w")
@@ -151,6 +151,15 @@ def test_a_crossed_design_tunes_each_cell_then_confirms_it(tmp_path):
     for c in ("32", "64"):
         row = rows[f"no gate [context={c}]"]
         assert row["n_seeds"] == 2 and row["base_row"] == f"FoX (Pro) [context={c}]" and row["comparison"] == "same point"
+        # The row names the lr its cell chose, without the context the row already names.
+        assert row["chosen"] == choice[f"no gate [context={c}]"]["point"].replace(f"context={c}, ", "")
+        assert row["chosen"].startswith("lr=") and float(row["chosen"][3:]) == best[("no gate", c)]
+    text = wb("results", study, "--workdir", tmp_path / "w", "--metric", "val_loss").stdout
+    line = next(l for l in text.splitlines() if l.startswith("no gate [context=32] "))
+    assert f" {rows['no gate [context=32]']['chosen']} " in line and "chosen: a confirmation row's searched values" in text
+    proc = wb("dashboard", "--workdir", tmp_path / "w")
+    page = next((tmp_path / "w" / "dashboard").glob("study-ctx*.html")).read_text()
+    assert proc.returncode == 0 and f"chosen: {rows['no gate [context=64]']['chosen']}" in page
     (effect,) = about["effects"]
     assert [p["point"] for p in effect["points"]] == ["context=32", "context=64"]
     for point, c in zip(effect["points"], ("32", "64")):

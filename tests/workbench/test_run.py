@@ -187,7 +187,7 @@ def test_failing_trials_are_recorded_with_their_reasons_and_the_rest_finish(tmp_
         ("missing path", "'model.attention.gate': model.attention has no field 'gate'"),
         ("malformed yaml", "malformed YAML"),
         ("gpu without gpu", "resources.gpu=0.25: this machine has no GPU"),
-        ("empty design", "design.ablation.changes: List should have at least 1 item"),
+        ("empty design", "design.changes: List should have at least 1 item"),
     ],
 )
 def test_bad_study_files_write_nothing(tmp_path, case, expected):

@@ -65,8 +65,8 @@ def test_search_draws_per_variant_and_is_reproducible():
 @pytest.mark.parametrize(
     "data,expected",
     [
-        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": []}}, "design.ablation.changes: List should have at least 1 item"),
-        ({"name": "s", "base": BASE, "design": {"kind": "grid", "axes": {}}}, "design.grid.axes"),
+        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": []}}, "design.changes: List should have at least 1 item"),
+        ({"name": "s", "base": BASE, "design": {"kind": "grid", "axes": {}}}, "design.axes"),
         ({"name": "s", "base": BASE, "desing": {"kind": "variants"}}, "desing: Extra inputs are not permitted"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "set": {"model.attention.qk_nrom": "none"}}]}},
          "design.changes[0] (x): 'model.attention.qk_nrom': model.attention has no field 'qk_nrom' (it has: forget_gate, kv_shift"),
@@ -77,6 +77,14 @@ def test_search_draws_per_variant_and_is_reproducible():
          "variant 'x' gives the same trial twice"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "compare_to": "y", "variants": [{"name": "x", "set": {"seed": 0}}]}},
          "compare_to: 'y' is not a variant; the variants are ['x']"),
+        # A section's validator names the field it refuses: that field is the location, as written in the file.
+        ({"name": "s", "base": {**BASE, "data": {**BASE.get("data", {}), "kind": "text", "paths": ["x.txt"], "sources": "stdlib+packages"}},
+          "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]}},
+         "data.sources: only the 'builtin' corpus takes sources"),
+        ({"name": "s", "base": BASE, "design": {"kind": "crossed", "axis": "c", "variants": [{"name": "x", "set": {"seed": 0}}],
+                                                "points": [{"name": "a", "set": {"data.context": 32}}, {"name": "b", "set": {"data.context": 64}}]},
+          "search": {"space": {"train.lr": {"choice": [0.01, 0.02]}}, "algorithm": "optuna"}},
+         "search.algorithm: a crossed design searches each cell"),
         ({"name": "both ' and \"", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]}},
          "name: a name may contain ' or \" but not both"),
     ],
