@@ -310,7 +310,7 @@ def effect_figure(effects: list[dict], metric: str, axis: str) -> go.Figure:
         pts = [p for p in e["points"] if p["paired_delta"] is not None]
         ci = [p["paired_ci95"] or 0.0 for p in pts]
         fig.add_trace(go.Scatter(x=[p["point"] for p in pts], y=[p["paired_delta"] for p in pts], mode="lines+markers",
-                                 name=esc(f"{e['variant']} - {e['vs']}"), line={"color": colors[e["variant"]]},
+                                 name=esc(f"{e['variant']} minus {e['vs']}"), line={"color": colors[e["variant"]]},
                                  error_y={"type": "data", "array": ci, "visible": True}))
     fig.add_hline(y=0, line_dash="dash", line_color="gray")
     return fig.update_layout(title=f"Effect versus {axis}: paired difference in {metric} from the base, 95% CI over seeds",

@@ -18,7 +18,6 @@ from pathlib import Path
 from dashboards import figures
 from dashboards.png import write_png
 from workbench import results, table
-from workbench.errors import SpecError
 
 
 def main(argv=None):
@@ -65,10 +64,11 @@ def main(argv=None):
 
         found = []
         for variant, base in pairs or [(None, info.base)]:
-            try:
-                with_base = table.study_info(args.study, frame, parent_tags=tags, base=base)
-            except SpecError as e:
-                ap.error(f"--pair {variant}={base}: {e}")
+            unknown = [name for name in (variant, base) if name is not None and name not in info.order]
+            if unknown:
+                ap.error(f"--pair {variant}={base}: {', '.join(map(repr, unknown))} is not a variant of study "
+                         f"{args.study!r}; its variants: {', '.join(map(repr, info.order))}")
+            with_base = table.study_info(args.study, frame, parent_tags=tags, base=base)
             chosen = [e for e in effects(table.study_table(frame, with_base, args.metric), info.axis)
                       if variant is None or e["variant"] == variant]
             if variant is not None and not chosen:

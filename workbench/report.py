@@ -205,7 +205,7 @@ def effect_lines(about: dict) -> list[str]:
                  "95% t CI; change: from the point before, Welch's t-test of the per-seed differences at the two points"]
     for e in found:
         along = f" along {e['axis']}" if e.get("axis") else ""
-        lines.append(f"  {e['variant']} - {e['vs']}{along}:")
+        lines.append(f"  {e['variant']} minus {e['vs']}{along}:")
         for p in e["points"]:
             if p["paired_delta"] is None:
                 lines.append(f"    {p['point']}: no seed shared with the base")

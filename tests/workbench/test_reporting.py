@@ -254,6 +254,9 @@ def test_dry_run_says_how_many_seeds_would_detect_an_effect(grid_search):
     assert f"{other} [lr=0.003]" in line and f"{0.01 * sum(values[(f'{other} [lr=0.003]', s)] for s in (0, 1)) / 2:.4g}" in line
     bad = wb("run", path, "--workdir", workdir, "--dry-run", "--effect", "0.01", "--base", "nope")
     assert bad.returncode == 2 and "--base 'nope' is not a variant" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.stdout == ""  # refused before the trials are listed
+    alone = wb("run", path, "--workdir", workdir, "--dry-run", "--base", other)
+    assert alone.returncode == 2 and "--base goes with --effect" in alone.stderr and alone.stdout == ""
 
 
 def test_each_final_val_loss_is_logged_once_and_no_stray_experiment(grid_search):
