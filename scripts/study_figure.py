@@ -18,6 +18,7 @@ from pathlib import Path
 from dashboards import figures
 from dashboards.png import write_png
 from workbench import results, table
+from workbench.errors import SpecError
 
 
 def main(argv=None):
@@ -64,10 +65,12 @@ def main(argv=None):
 
         found = []
         for variant, base in pairs or [(None, info.base)]:
-            unknown = [name for name in (variant, base) if name is not None and name not in info.order]
-            if unknown:
-                ap.error(f"--pair {variant}={base}: {', '.join(map(repr, unknown))} is not a variant of study "
-                         f"{args.study!r}; its variants: {', '.join(map(repr, info.order))}")
+            try:
+                for name in (variant, base):
+                    if name is not None:
+                        table.check_variant(name, args.study, info.order)
+            except SpecError as e:
+                ap.error(f"--pair {variant}={base}: {e}")
             with_base = table.study_info(args.study, frame, parent_tags=tags, base=base)
             chosen = [e for e in effects(table.study_table(frame, with_base, args.metric), info.axis)
                       if variant is None or e["variant"] == variant]

@@ -76,16 +76,14 @@ def check_metric(runs, metric: str) -> None:
 def dry_run(study, workdir, args: argparse.Namespace) -> int:
     """The trials, their spec hashes and state in the store; with --effect, the seeds that would
     detect it, from the pilot runs' spread."""
-    from workbench import results, status
+    from workbench import results, status, table
     from workbench.info import flops_per_token, param_counts
     from workbench.study import expand, variant_names
 
     if getattr(args, "base", None) is not None:  # checked before anything is printed
         if args.effect is None:
             raise SpecError("--base goes with --effect (the variant the effect is measured against)")
-        if args.base not in variant_names(study):
-            raise SpecError(f"--base {args.base!r} is not a variant of study {study.name!r}; its variants: "
-                            + ", ".join(repr(v) for v in variant_names(study)))
+        table.check_variant(args.base, study.name, variant_names(study), "--base")
     trials = expand(study)
     store = results.read_store(workdir, study.name, study.experiment, args.tracking_uri)
     runs = results.all_runs(store, study.name) if store is not None else []

@@ -135,21 +135,17 @@ def welch(a: Iterable[float | None], b: Iterable[float | None], confidence: floa
     x, y = _values(a), _values(b)
     if len(x) == 0 or len(y) == 0:
         return Welch(None, None, None, None)
-    delta = float(x.mean() - y.mean())
     if len(x) < 2 or len(y) < 2:
-        return Welch(delta, None, None, None)
-    va, vb = _sd(x) ** 2 / len(x), _sd(y) ** 2 / len(y)
-    if va + vb == 0:
-        return Welch(delta, 0.0, welch_p(x, y), None)
-    df = (va + vb) ** 2 / (va ** 2 / (len(x) - 1) + vb ** 2 / (len(y) - 1))
-    half = float(stats.t.ppf((1 + confidence) / 2, df) * math.sqrt(va + vb))
-    return Welch(delta, half, welch_p(x, y), float(df))
+        return Welch(float(x.mean() - y.mean()), None, None, None)
+    return welch_summary(float(x.mean()), _sd(x), len(x), float(y.mean()), _sd(y), len(y), confidence)
 
 
 def welch_summary(mean_a: float | None, sd_a: float | None, n_a: int | None, mean_b: float | None,
                   sd_b: float | None, n_b: int | None, confidence: float = 0.95) -> Welch:
-    """``welch`` from each sample's mean, sd and count (an effect's per-seed differences at two
-    points of an axis, known by their summary): the same difference, CI and two-sided p."""
+    """Welch's comparison from each sample's mean, sd and count (what ``welch`` computes from the
+    values; an effect's per-seed differences at two points of an axis, known by their summary):
+    the difference, its CI on the Welch-Satterthwaite df, and the two-sided p (0 when neither
+    sample has spread and the means differ, None when they are equal)."""
     _check_fraction("confidence", confidence)
     if _missing(mean_a) or _missing(mean_b):
         return Welch(None, None, None, None)

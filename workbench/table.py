@@ -87,9 +87,7 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
         source = "the design's, as tagged on the study's run"
     known = list(dict.fromkeys(order + seen))
     if base is not None:
-        if base not in known:
-            raise SpecError(f"--base {base!r} is not a variant of study {name!r}; its variants: "
-                            + ", ".join(repr(v) for v in known))
+        check_variant(base, name, known, "--base")
         source = "--base"
     elif design_base in known:
         base = design_base
@@ -113,6 +111,14 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
         planned = [(v, a) for v in order for a in (axis if kind == "crossed" else [""])] + planned
     return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice, kind,
                      None if extrapolate is None else str(extrapolate), axis, grid_axes)
+
+
+def check_variant(variant: str, study: str, known: list[str], flag: str = "") -> None:
+    """``variant`` (given with ``flag``: ``--base``) must be one of the study's; else a SpecError
+    listing them."""
+    if variant not in known:
+        raise SpecError(f"{flag + ' ' if flag else ''}{variant!r} is not a variant of study {study!r}; its variants: "
+                        + ", ".join(repr(v) for v in known))
 
 
 def with_confirmation_rows(runs: pl.DataFrame, info: StudyInfo) -> pl.DataFrame:
