@@ -149,14 +149,22 @@ def per_position_figure(curves: dict[str, np.ndarray], context: int) -> go.Figur
     return fig.update_layout(height=420, margin={"t": 60})
 
 
-def training_curves_figure(curves: dict[str, tuple[np.ndarray, np.ndarray]]) -> go.Figure:
-    """curves: variant -> (tokens, [seeds, points] of validation loss)."""
+KEPT_HISTORY_TITLE = "Share of causal pairs pruning keeps, during training"
+KEPT_HISTORY_NOTE = ("acp_kept_fraction, logged at every validation by each model with forget gates: the share of causal "
+             "pairs adaptive computation pruning keeps on the first held-out sequence, at the model's ln eps or, "
+             "where pruning is off, at -10 (what it would keep). It rises as the gates learn to forget.")
+_CURVE_LABELS = {"val_loss": ("Validation loss during training", "validation loss (nats/token)"),
+                 "acp_kept_fraction": (KEPT_HISTORY_TITLE, "share of causal pairs kept")}
+
+
+def training_curves_figure(curves: dict[str, tuple[np.ndarray, np.ndarray]], metric: str = "val_loss") -> go.Figure:
+    """curves: row -> (tokens, [seeds, points] of ``metric``'s history)."""
     fig = go.Figure()
     colors = _colors(curves)
     for name, (tokens, ys) in curves.items():
         _band(fig, tokens, ys, name, colors[name])
-    return fig.update_layout(title=f"Validation loss during training; {BAND}", xaxis_title="training tokens",
-                             yaxis_title="validation loss (nats/token)", height=400)
+    title, axis = _CURVE_LABELS.get(metric, (f"{metric} during training", metric))
+    return fig.update_layout(title=f"{title}; {BAND}", xaxis_title="training tokens", yaxis_title=axis, height=400)
 
 
 def sensitivity_figure(points: pl.DataFrame, metric: str = "val_loss") -> go.Figure:

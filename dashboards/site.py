@@ -172,6 +172,11 @@ def curve_sections(page: Page, store: Store, runs: list, frame: pl.DataFrame, or
         page.html("<section><h2>Training curves</h2>")
         page.figure(figures.training_curves_figure(training))
         page.html("</section>")
+    kept = {row: c for row, c in training_curves(store, runs, frame, order, "acp_kept_fraction").items() if len(c[0]) > 1}
+    if kept:
+        page.html(f"<section><h2>{figures.KEPT_HISTORY_TITLE}</h2>")
+        page.figure(figures.training_curves_figure(kept, "acp_kept_fraction"))
+        page.html(f'<p class="note">{esc(figures.KEPT_HISTORY_NOTE)}</p></section>')
     searched = results.searched_values([r for r in runs if r.data.tags.get("stage") != confirm.STAGE])
     if sensitivity and not searched.is_empty() and "val_loss" in frame.columns:
         points = searched.join(frame.filter(pl.col("alias_of").is_null()).select("run_id", "variant", "val_loss"), on="run_id")
@@ -185,10 +190,10 @@ def curve_sections(page: Page, store: Store, runs: list, frame: pl.DataFrame, or
         page.html("</section>")
 
 
-def training_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[str]) -> dict:
-    """row -> (tokens, [seeds, points]) of validation loss at the tokens every seed has."""
+def training_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[str], metric: str = "val_loss") -> dict:
+    """row -> (tokens, [seeds, points]) of ``metric``'s history at the tokens every seed has."""
     by_run = frame.filter(pl.col("alias_of").is_null()).select("run_id", "row", "seed")
-    hist = results.histories(store, runs, "val_loss").join(by_run, on="run_id")
+    hist = results.histories(store, runs, metric).join(by_run, on="run_id")
     training = {}
     for row in order:
         h = hist.filter(pl.col("row") == row)

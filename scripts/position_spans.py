@@ -10,6 +10,9 @@ stability` returns as stability-results.tgz, unpacked): this reads the result fi
 store's artifacts, which a store carried back without its artifact folder lacks. A row is a
 variant at one search point; its value over a span is the mean over the span's positions of the
 mean over the seeds whose result file is there (the count is printed). Prints a Markdown table.
+With ``--base ROW``, a second table gives each other row's paired difference from that row over
+each span: the mean over the seeds both rows have of the per-seed differences of span means, its
+95% t CI and the paired t-test's p (workbench.stats.paired).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from workbench import results
+from workbench import results, stats
 
 
 def spans_by_row(frame: pl.DataFrame, found: dict[str, dict], edges: list[int]) -> list[dict]:
@@ -28,12 +31,32 @@ def spans_by_row(frame: pl.DataFrame, found: dict[str, dict], edges: list[int]) 
     its seeds and span means."""
     out = []
     for (row,), rows in results.with_row_labels(frame).group_by(["row"], maintain_order=True):
-        curves = [found[h]["per_position_loss"] for h in rows.sort("seed")["spec_hash"].unique(maintain_order=True) if h in found]
+        by_seed = {seed: found[h]["per_position_loss"]
+                   for seed, h in rows.sort("seed").select("seed", "spec_hash").unique(maintain_order=True).iter_rows() if h in found}
+        curves = list(by_seed.values())
         if not curves or len({len(c) for c in curves}) != 1:
             continue
         mean = np.mean(np.array(curves), axis=0)
         spans = [float(mean[a:b].mean()) if b <= len(mean) else None for a, b in zip(edges[:-1], edges[1:])]
-        out.append({"row": row, "seeds": len(curves), "spans": spans})
+        per_seed = {seed: [float(np.mean(c[a:b])) if b <= len(c) else None for a, b in zip(edges[:-1], edges[1:])]
+                    for seed, c in by_seed.items()}
+        out.append({"row": row, "seeds": len(curves), "spans": spans, "per_seed": per_seed})
+    return out
+
+
+def paired_spans(rows: list[dict], base: str) -> list[dict]:
+    """Each row but ``base``: per span, its paired difference from the base over the seeds both have."""
+    ref = next(r for r in rows if r["row"] == base)
+    out = []
+    for r in rows:
+        if r["row"] == base:
+            continue
+        diffs = []
+        for i in range(len(r["spans"])):
+            mine = {s: v[i] for s, v in r["per_seed"].items()}
+            theirs = {s: v[i] for s, v in ref["per_seed"].items()}
+            diffs.append(stats.paired(mine, theirs))
+        out.append({"row": r["row"], "spans": diffs})
     return out
 
 
@@ -43,6 +66,7 @@ def main(argv=None):
     ap.add_argument("--study", required=True)
     ap.add_argument("--results", type=Path, required=True, help="a folder with trials/<spec_hash>/result.json")
     ap.add_argument("--spans", default="0,1024,2048,3072,4096", help="span edges in positions, comma-separated")
+    ap.add_argument("--base", default=None, metavar="ROW", help="also pair every other row with this one, seed by seed")
     args = ap.parse_args(argv)
     edges = [int(e) for e in args.spans.split(",")]
     if len(edges) < 2 or edges != sorted(set(edges)) or edges[0] < 0:
@@ -61,6 +85,17 @@ def main(argv=None):
     for r in rows:
         cells = ["" if v is None else f"{v:.3f}" for v in r["spans"]]
         print(f"| {r['row']} | {r['seeds']} | " + " | ".join(cells) + " |")
+    if args.base is None:
+        return
+    if args.base not in {r["row"] for r in rows}:
+        raise SystemExit(f"--base {args.base!r} is not a row with result files; the rows: {', '.join(r['row'] for r in rows)}")
+    print(f"\npaired with {args.base!r}: mean of the per-seed differences, 95% t CI (n seeds, paired t-test p)")
+    print("| row minus base | " + " | ".join(heads) + " |")
+    print("|---|" + "---|" * len(heads))
+    for r in paired_spans(rows, args.base):
+        cells = ["" if d.delta is None else f"{d.delta:+.3f}" + (f" ±{d.half_width:.3f}" if d.half_width is not None else "")
+                 + f" (n {d.n}" + (f", p {d.p:.2g})" if d.p is not None else ")") for d in r["spans"]]
+        print(f"| {r['row']} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
-"""A scaling or crossed study's figure from its tracking store, as a PNG for the docs: the laws
-(loss against parameters, each variant's law with its 95% bootstrap band and its prediction) or
-the effect versus the design's axis (each variant's paired difference from the base, 95% CI;
-``--pair VARIANT=BASE``, repeatable, draws chosen pairs instead: FoX (Pro) against Transformer (Pro)
-beside FoX (LLaMA) against Transformer (LLaMA)). The effect is in ``--metric`` (val_loss by default:
-a difference in nats, comparable across points whose perplexities differ). Errors exit 2.
+"""A study's figure from its tracking store, as a PNG for the docs: a scaling study's laws (loss
+against parameters, each variant's law with its 95% bootstrap band and its prediction); a scaling
+or crossed study's effect versus the design's axis (each variant's paired difference from the
+base, 95% CI; ``--pair VARIANT=BASE``, repeatable, draws chosen pairs instead: FoX (Pro) against
+Transformer (Pro) beside FoX (LLaMA) against Transformer (LLaMA)); or any study's ``history``, a
+metric over training per row (mean and min-max band over seeds: the dashboard's training curves,
+or ``--metric acp_kept_fraction`` for the share pruning keeps). The effect and the history are in
+``--metric`` (val_loss by default: a difference in nats, comparable across points whose
+perplexities differ). Errors exit 2.
 
     python scripts/study_figure.py --workdir DIR --study scaling_fox_vs_transformer --figure laws \
         --out docs/scaling-ladder-laws.png
@@ -15,6 +18,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import polars as pl
+
 from dashboards import figures
 from dashboards.png import write_png
 from workbench import results, table
@@ -25,10 +30,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--study", required=True)
-    ap.add_argument("--figure", choices=("laws", "effect"), required=True)
+    ap.add_argument("--figure", choices=("laws", "effect", "history"), required=True)
     ap.add_argument("--out", type=Path, required=True, help="the PNG to write")
     ap.add_argument("--title", default=None)
-    ap.add_argument("--metric", default="val_loss", help="the effect's metric (default val_loss)")
+    ap.add_argument("--metric", default="val_loss", help="the effect's or the history's metric (default val_loss)")
     ap.add_argument("--pair", action="append", default=[], metavar="VARIANT=BASE",
                     help="with --figure effect: draw VARIANT's difference from BASE (repeatable); default: "
                          "every variant against the design's base")
@@ -50,12 +55,22 @@ def main(argv=None):
     parent = results.study_parent(store, args.study)
     tags = parent.data.tags if parent else {}
     info = table.study_info(args.study, frame, parent_tags=tags)
-    if info.design_kind not in ("scaling", "crossed") or (args.figure == "laws" and info.design_kind != "scaling"):
+    if args.figure != "history" and (info.design_kind not in ("scaling", "crossed")
+                                     or (args.figure == "laws" and info.design_kind != "scaling")):
         ap.error(f"study {args.study!r} is a {info.design_kind or 'plain'} study: --figure laws needs a "
-                 "scaling design, --figure effect a scaling or crossed one")
+                 "scaling design, --figure effect a scaling or crossed one (--figure history takes any)")
     if args.metric not in frame.columns:
-        ap.error(f"--metric {args.metric!r}: the study's runs have no such final metric")
-    if args.figure == "laws":
+        logged = sorted(c for c in frame.columns if frame.schema[c].is_numeric() and c not in ("seed", "start_time", "workers"))
+        ap.error(f"--metric {args.metric!r}: the study's runs have no such metric; they have: {', '.join(logged)}")
+    if args.figure == "history":
+        from dashboards.site import training_curves
+
+        rows = table.study_table(frame, info).filter(pl.col("n_seeds") > 0)["row"].to_list()  # the table's order
+        curves = training_curves(store, results.finished_runs(store, args.study), table.normalise(frame), rows, args.metric)
+        if not curves:
+            ap.error(f"--metric {args.metric!r}: no run of study {args.study!r} logged it during training")
+        fig = figures.training_curves_figure(curves, args.metric)
+    elif args.figure == "laws":
         from workbench.scaling_study import fit_study
 
         ladder, fits, _ = fit_study(table.normalise(frame), info.order, info.extrapolate_to)

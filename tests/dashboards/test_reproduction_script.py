@@ -64,3 +64,100 @@ def test_position_spans_averages_each_rows_result_files_over_seeds_and_positions
         assert cells[4] == ""  # the quickstart evaluates fewer positions than 100000
     bad = spans("--spans", "64,32")
     assert bad.returncode != 0 and "--spans '64,32'" in bad.stderr
+
+
+def test_position_spans_pairs_each_row_with_a_base_seed_by_seed(quickstart):
+    """--base: each other row's per-span difference from the base is the mean over seeds of the
+    differences of each seed's span means, with its t CI; an unknown base is refused."""
+    import numpy as np
+    from scipy import stats as sstats
+
+    workdir, proc, _ = quickstart
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = subprocess.run([sys.executable, "scripts/position_spans.py", "--workdir", str(workdir), "--study", "quickstart",
+                          "--results", str(workdir), "--spans", "0,32,128", "--base", "FoX (Pro)"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    paired = run.stdout.split("paired with 'FoX (Pro)'")[1]
+    line = next(l for l in paired.splitlines() if l.startswith("| FoX (Pro) - KV-shift |"))
+    frame = results.trial_runs(workdir, "quickstart").filter(pl.col("status") == "FINISHED")
+
+    def span(variant, seed, a, b):
+        h = frame.filter((pl.col("variant") == variant) & (pl.col("seed") == seed))["spec_hash"][0]
+        return float(np.mean(json.loads((workdir / "trials" / h / "result.json").read_text())["per_position_loss"][a:b]))
+
+    d = np.array([span("FoX (Pro) - KV-shift", s, 32, 128) - span("FoX (Pro)", s, 32, 128) for s in (0, 1)])
+    cell = line.split(" | ")[2]
+    assert float(cell.split()[0]) == pytest.approx(d.mean(), abs=5e-4)
+    half = sstats.t.ppf(0.975, 1) * d.std(ddof=1) / np.sqrt(2)
+    assert float(cell.split()[1].lstrip("±")) == pytest.approx(half, abs=5e-4)
+    assert "(n 2," in cell
+    bad = subprocess.run([sys.executable, "scripts/position_spans.py", "--workdir", str(workdir), "--study", "quickstart",
+                          "--results", str(workdir), "--base", "nope"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert bad.returncode != 0 and "--base 'nope'" in bad.stderr and "FoX (Pro)" in bad.stderr
+
+
+def test_metric_history_gives_each_rows_curve_and_its_paired_difference_per_step(quickstart, tmp_path):
+    """scripts/metric_history.py on the quickstart's store: at each logged step a row's mean is the
+    mean over its seeds of the store's history, the paired difference from --base that of the
+    per-seed differences; an unknown metric is refused with the metrics the runs log (exit 2)."""
+    import numpy as np
+
+    workdir, proc, _ = quickstart
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+    def history(*extra):
+        return subprocess.run([sys.executable, "scripts/metric_history.py", "--workdir", str(workdir), "--study", "quickstart",
+                               *extra], capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+    out = tmp_path / "h.json"
+    run = history("--metric", "val_loss", "--base", "FoX (Pro)", "--json", str(out))
+    assert run.returncode == 0, run.stderr[-2000:]
+    written = json.loads(out.read_text())
+    store = results.open_store(workdir, "quickstart")
+    frame = results.trial_runs(workdir, "quickstart", runs=results.finished_runs(store, "quickstart"))
+    client = store.client
+
+    def curve(variant, seed):
+        run_id = frame.filter((pl.col("variant") == variant) & (pl.col("seed") == seed))["run_id"][0]
+        return {m.step: m.value for m in client.get_metric_history(run_id, "val_loss")}
+
+    steps = sorted(curve("FoX (Pro)", 0))
+    assert [s["tokens"] for s in written["steps"]] == steps and len(steps) >= 3
+    for entry in written["steps"]:
+        t = entry["tokens"]
+        base = [curve("FoX (Pro)", s)[t] for s in (0, 1)]
+        other = [curve("FoX (Pro) - forget gate", s)[t] for s in (0, 1)]
+        assert entry["rows"]["FoX (Pro)"]["mean"] == pytest.approx(np.mean(base))
+        assert entry["rows"]["FoX (Pro)"]["n"] == 2
+        assert entry["paired"]["FoX (Pro) - forget gate"]["delta"] == pytest.approx(np.mean(np.subtract(other, base)))
+        assert "FoX (Pro)" not in entry["paired"]
+    assert f"| {steps[0]:,} |" in run.stdout
+    kept = history("--metric", "acp_kept_fraction")
+    assert kept.returncode == 0 and "FoX (Pro) - forget gate" not in kept.stdout.splitlines()[1], kept.stderr[-2000:]
+    bad = history("--metric", "nope")
+    assert bad.returncode == 2 and "--metric 'nope'" in bad.stderr and "val_loss" in bad.stderr
+    assert history("--metric", "val_loss", "--base", "nope").returncode == 2
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("google-chrome") or shutil.which("chromium-browser")),
+                    reason="needs Chrome or Chromium for kaleido")
+def test_study_figure_draws_any_studys_history_and_lists_the_metrics_on_a_wrong_one(quickstart, tmp_path):
+    workdir, proc, _ = quickstart
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    browser = shutil.which("chromium") or shutil.which("google-chrome") or shutil.which("chromium-browser")
+
+    def figure(*extra):
+        return subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "quickstart",
+                               "--figure", "history", "--out", str(tmp_path / "h.png"), *extra], capture_output=True,
+                              text=True, cwd=ROOT, timeout=300, env={**__import__("os").environ, "BROWSER_PATH": browser})
+
+    run = figure("--metric", "acp_kept_fraction")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = figure("--metric", "nope")
+    assert bad.returncode == 2 and "--metric 'nope'" in bad.stderr and "acp_kept_fraction" in bad.stderr
+    ablation = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "quickstart",
+                               "--figure", "effect", "--out", str(tmp_path / "e.png")], capture_output=True, text=True, cwd=ROOT,
+                              timeout=300)
+    assert ablation.returncode == 2 and "--figure history takes any" in ablation.stderr

@@ -251,6 +251,32 @@ def test_cost_panel_shows_the_attention_pruning_would_keep(site):
     assert f"{sum(gated) / len(gated)}"[:8] in page
 
 
+def test_the_share_pruning_keeps_is_drawn_over_training_for_the_gated_rows(site):
+    """Every validation of a gated trial logs acp_kept_fraction: the page draws its curve per row
+    (the seeds' mean at each step from the store's history); the row without a forget gate has none."""
+    import numpy as np
+
+    from dashboards.site import training_curves
+    from workbench import results, table
+    from workbench.tracking import open_store
+
+    workdir, out = site
+    page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
+    assert "<h2>Share of causal pairs pruning keeps, during training</h2>" in page
+    store = open_store(workdir, "quickstart")
+    runs = results.finished_runs(store, "quickstart")
+    frame = table.normalise(results.trial_runs(workdir, "quickstart", runs=runs))
+    curves = training_curves(store, runs, frame, ["FoX (Pro)", "FoX (Pro) - forget gate"], "acp_kept_fraction")
+    assert list(curves) == ["FoX (Pro)"]
+    tokens, ys = curves["FoX (Pro)"]
+    assert ys.shape == (2, len(tokens)) and len(tokens) >= 3
+    run = next(r for r in runs if r.data.tags["variant"] == "FoX (Pro)" and r.data.tags["seed"] == "0")
+    logged = {m.step: m.value for m in store.client.get_metric_history(run.info.run_id, "acp_kept_fraction")}
+    assert list(tokens) == sorted(logged)
+    assert ys.mean(0)[-1] == pytest.approx(np.mean([y[-1] for y in ys]))
+    assert f"{ys.mean(0)[-1]}"[:8] in page
+
+
 def test_cost_panel_shows_peak_memory(site):
     """On CPU the trials log the process's peak resident set; the page plots each variant's mean."""
     workdir, out = site
