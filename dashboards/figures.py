@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 from workbench import table
-from workbench.report import SPIKES
+from workbench.report import SPIKES, chosen_note
 
 # Table 3's column order, with the paper's names.
 SLOT_NAMES = {"rope": "RoPE", "forget_gate": "Forget gate", "qk_norm": "QK-norm", "output_gate": "Output gate",
@@ -102,8 +102,9 @@ def table_note(info: table.StudyInfo, holm: bool) -> str:
             "every variant), over the seeds both have. MDE: the smallest true difference the paired test detects "
             f"with 80% power at alpha {info.alpha:g}, given that spread and n (docs/statistics.md). With a search, "
             "a row is compared with the base at the same searched values, else a variant's best row (lowest mean "
-            "val_loss) with the base's best, chosen on these runs. Runs: by state; hover a failure for its reason. "
-            f"&#9889; Spikes: {esc(SPIKES)}.")
+            "val_loss) with the base's best, chosen on these runs. Runs: by state; hover a failure for its reason."
+            + (f" {esc(chosen_note(info)[0].upper() + chosen_note(info)[1:])}." if info.choice else "")
+            + f" &#9889; Spikes{esc(SPIKES[len('spikes'):])}.")
 
 
 def _band(fig, x, ys: np.ndarray, name: str, color: str, row=None, col=None) -> None:

@@ -46,9 +46,9 @@ def main(argv=None):
         pairs.append((variant.strip(), base.strip()))
     if pairs and args.figure != "effect":
         ap.error("--pair goes with --figure effect")
-    store = results.open_store(args.workdir, args.study)
+    store = results.read_store(args.workdir, args.study)
     if store is None:
-        ap.error(f"no tracking store in {args.workdir}")
+        ap.error(f"no study {args.study!r} in a tracking store at {args.workdir}")
     frame = results.trial_runs(args.workdir, args.study, runs=results.finished_runs(store, args.study))
     if frame.is_empty():
         ap.error(f"study {args.study!r}: no finished runs in {args.workdir}")

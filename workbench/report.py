@@ -63,6 +63,16 @@ def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = 
             f"alpha {info.alpha:g}"] + text + footnotes(table, info, holm, search, chosen)
 
 
+def chosen_note(info: StudyInfo) -> str:
+    """What a confirmation row is and what it is compared with (the table's footnote, the dashboard's)."""
+    each = "each cell's (a variant at a point of the axis)" if info.design_kind == "crossed" else "each variant's"
+    return (f"chosen: a confirmation row's searched values, {each} best search point, run on the "
+            f"confirmation seeds {info.confirm_seeds}; it is compared with the base's confirmation row"
+            + (" at the same point" if info.design_kind == "crossed" else "")
+            + ", at the base's own choice (the two may differ); its search rows stay below it, one seed each "
+            "(the chosen point's row counts the confirmation's seeds too, the same trials)")
+
+
 def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, chosen: bool = False) -> list[str]:
     rows = table.to_dicts()
     notes = ["delta: mean minus the mean of the base's row"
@@ -79,12 +89,7 @@ def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, ch
             notes.append("vs (best point): the variant's best row (lowest mean val_loss) against the base's best, "
                          "both chosen on these very runs (confirm on new seeds); the variant's other rows: no comparison")
     if chosen:
-        each = "each cell's (a variant at a point of the axis)" if info.design_kind == "crossed" else "each variant's"
-        notes.append(f"chosen: a confirmation row's searched values, {each} best search point, run on the "
-                     f"confirmation seeds {info.confirm_seeds}; it is compared with the base's confirmation row"
-                     + (" at the same point" if info.design_kind == "crossed" else "")
-                     + ", at the base's own choice (the two may differ); its search rows stay below it, one seed each "
-                     "(the chosen point's row counts the confirmation's seeds too, the same trials)")
+        notes.append(chosen_note(info))
     if any(r["fewer_seeds"] for r in rows):
         notes.append(f"k/n!: k finished seeds where the study asks for n ({info.seeds})")
     if any(r["runs_spiked"] for r in rows):
@@ -137,13 +142,15 @@ def seeds_lines(table: pl.DataFrame, info: StudyInfo, metric: str, fraction: flo
     base's mean with 80% power at the study's alpha, given the spread of the per-seed differences
     the pilot runs measured; and the power the study's own seeds have (a tune-then-confirm
     study's: its confirmation's). Rows with fewer than two paired seeds (a search point run on one
-    seed) have no spread to estimate from and are left out."""
+    seed) have no spread to estimate from and are left out; with confirmation rows, only they are
+    listed (the search row at a chosen point holds the same trials)."""
     means = dict(table.select("row", "mean").iter_rows())
+    confirmed = "chosen" in table.columns and table["chosen"].drop_nulls().len() > 0
     seeds = info.confirm_seeds or info.seeds or []
     whose = "the confirmation's" if info.confirm_seeds else "the study's"
     head = [["row", "vs", "pilot seeds (paired)", "sd of differences", "effect", "seeds needed", "power now"]]
     for r in table.iter_rows(named=True):
-        if r["comparison"] in (None, "base") or (r["paired_n"] or 0) < 2:
+        if r["comparison"] in (None, "base") or (r["paired_n"] or 0) < 2 or (confirmed and r["chosen"] is None):
             continue
         sd, n = r["paired_sd"], r["paired_n"]
         effect = stats.effect_from_fraction(fraction, means.get(r["base_row"]))

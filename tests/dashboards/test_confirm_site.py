@@ -102,3 +102,15 @@ def test_each_variants_search_and_its_confirmation_show_beside_the_table(page, b
                                "mean over 1 search seed(s))"), item
         assert f"among {len(mine[SEARCH])} search trial(s) that ran to the end; {len(mine[STOPPED])} stopped early" in item
         assert f"mean {sum(confirmed) / 2:.4f}" in item and all(f"{v:.4f}" in item for v in confirmed)
+
+
+def test_the_table_note_says_what_a_confirmation_row_is_compared_with(page):
+    """The page's note under the table explains the chosen values and the comparison of a
+    confirmation row (the same words as `wb results`' footnote), and names spikes once."""
+    import html as html_lib
+
+    _, path = page
+    text = html_lib.unescape(path.read_text())
+    assert "Chosen: a confirmation row's searched values, each variant's best search point, run on the confirmation seeds" in text
+    assert "compared with the base's confirmation row, at the base's own choice" in text
+    assert "Spikes: spikes" not in text and "\u26a1 Spikes: of a row's finished runs" in text

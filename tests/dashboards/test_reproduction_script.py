@@ -161,3 +161,7 @@ def test_study_figure_draws_any_studys_history_and_lists_the_metrics_on_a_wrong_
                                "--figure", "effect", "--out", str(tmp_path / "e.png")], capture_output=True, text=True, cwd=ROOT,
                               timeout=300)
     assert ablation.returncode == 2 and "--figure history takes any" in ablation.stderr
+    nope = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "nope",
+                           "--figure", "history", "--out", str(tmp_path / "n.png")], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert nope.returncode == 2 and "no study 'nope'" in nope.stderr

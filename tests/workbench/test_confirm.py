@@ -220,8 +220,9 @@ def test_a_random_search_with_asha_confirms_each_variants_best_finished_draw(ran
 
 
 def test_the_power_analysis_of_a_confirmed_study_uses_the_confirmations_rows_and_seeds(random_search_confirmed):
-    """`--dry-run --effect`: the search points run on one seed have no spread and are not listed;
-    the confirmed rows (seeds 0 and 1) are, and the power is the confirmation's two seeds'."""
+    """`--dry-run --effect`: the confirmation row (seeds 0 and 1) is listed once, with the
+    confirmation's two seeds' power; the search rows are not (one seed each, and the chosen
+    point's row holds the confirmation's own trials)."""
     workdir, proc, _ = random_search_confirmed
     assert proc.returncode == 0, proc.stderr[-3000:]
     study = next(workdir.parent.glob("*.yaml"))
@@ -231,8 +232,9 @@ def test_the_power_analysis_of_a_confirmed_study_uses_the_confirmations_rows_and
     table = lines[next(i for i, l in enumerate(lines) if l.startswith("seeds to detect")) + 1:]
     rows = [l for l in table[1:] if not l.startswith("power now")]
     chosen = json.loads(store(workdir)[1].data.tags["confirm_choice"])["no gate"]["point"]
-    # The variant's row and its confirmed point's, not its other search points ([lr=...], one seed).
-    assert [l.split("  ")[0] for l in rows] == ["no gate", f"no gate [{chosen}]"], rows
+    # The variant's confirmation row only: not its search points ([lr=...]), the chosen one included.
+    assert [l.split("  ")[0] for l in rows] == ["no gate"], rows
+    assert f"no gate [{chosen}]" in out.stdout  # (the chosen point is a search row of the dry-run's list)
     assert all(l.split()[-5] == "2" for l in rows)  # pilot seeds: paired over seeds 0 and 1
     assert any(l.startswith("power now: with the confirmation's 2 seeds") for l in table)
 
