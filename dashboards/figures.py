@@ -95,6 +95,7 @@ def ablation_table(rows: pl.DataFrame, info: table.StudyInfo, metric: str = "val
 
 def table_note(info: table.StudyInfo, holm: bool) -> str:
     kinds = ", ".join(f"{s} {k}" for s, k in table.STANDARD_KINDS.items())
+    chosen = chosen_note(info) if info.choice else ""
     return (f"Base: {esc(info.base)} ({esc(info.base_from)}). &#10003;: the kind the paper's presets use ({esc(kinds)}); "
             "another kind is named. CI: Student t over seeds; a seed count k/n: k finished where the study asks for "
             f"n. &#9733;: {SIGNIFICANCE.format(alpha=info.alpha, holm=', Holm-adjusted over the rows' if holm else '')}. "
@@ -103,7 +104,7 @@ def table_note(info: table.StudyInfo, holm: bool) -> str:
             f"with 80% power at alpha {info.alpha:g}, given that spread and n (docs/statistics.md). With a search, "
             "a row is compared with the base at the same searched values, else a variant's best row (lowest mean "
             "val_loss) with the base's best, chosen on these runs. Runs: by state; hover a failure for its reason."
-            + (f" {esc(chosen_note(info)[0].upper() + chosen_note(info)[1:])}." if info.choice else "")
+            + (f" {esc(chosen[0].upper() + chosen[1:])}." if chosen else "")
             + f" &#9889; Spikes{esc(SPIKES[len('spikes'):])}.")
 
 

@@ -172,7 +172,9 @@ def curve_sections(page: Page, store: Store, runs: list, frame: pl.DataFrame, or
         page.html("<section><h2>Training curves</h2>")
         page.figure(figures.training_curves_figure(training))
         page.html("</section>")
-    kept = {row: c for row, c in training_curves(store, runs, frame, order, "acp_kept_fraction").items() if len(c[0]) > 1}
+    # Only gated models log the share (the final value is in the frame): no history fetched otherwise.
+    kept = {row: c for row, c in training_curves(store, runs, frame, order, "acp_kept_fraction").items()
+            if len(c[0]) > 1} if "acp_kept_fraction" in frame.columns else {}
     if kept:
         page.html(f"<section><h2>{figures.KEPT_HISTORY_TITLE}</h2>")
         page.figure(figures.training_curves_figure(kept, "acp_kept_fraction"))

@@ -33,14 +33,13 @@ def spans_by_row(frame: pl.DataFrame, found: dict[str, dict], edges: list[int]) 
     for (row,), rows in results.with_row_labels(frame).group_by(["row"], maintain_order=True):
         by_seed = {seed: found[h]["per_position_loss"]
                    for seed, h in rows.sort("seed").select("seed", "spec_hash").unique(maintain_order=True).iter_rows() if h in found}
-        curves = list(by_seed.values())
-        if not curves or len({len(c) for c in curves}) != 1:
+        if not by_seed or len({len(c) for c in by_seed.values()}) != 1:
             continue
-        mean = np.mean(np.array(curves), axis=0)
-        spans = [float(mean[a:b].mean()) if b <= len(mean) else None for a, b in zip(edges[:-1], edges[1:])]
         per_seed = {seed: [float(np.mean(c[a:b])) if b <= len(c) else None for a, b in zip(edges[:-1], edges[1:])]
                     for seed, c in by_seed.items()}
-        out.append({"row": row, "seeds": len(curves), "spans": spans, "per_seed": per_seed})
+        # A span's mean over seeds of the seeds' span means (the same equal-length curves' mean over both).
+        spans = [None if v[0] is None else float(np.mean(v)) for v in zip(*per_seed.values())]
+        out.append({"row": row, "seeds": len(by_seed), "spans": spans, "per_seed": per_seed})
     return out
 
 
