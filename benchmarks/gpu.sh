@@ -13,7 +13,11 @@
 #       in as wb-runs/stability.db or wb-runs/stability.db.xz resumes it (finished trials are kept;
 #       next to the 60 MB wheel folder a call carries about 5 MB more, so carry the .xz); the finished
 #       trials' result.json files come back in $OUT/stability-results.tgz; STABILITY_STUDY runs another
-#       study file
+#       study file. A store too large to carry beside the wheels (the context-length study's 108
+#       trials: 7 MB) shrinks by a third without the metrics table's two secondary indexes, which
+#       this part rebuilds: python3 -c "import sqlite3; db = sqlite3.connect('S.db'); [db.execute(f'DROP
+#       INDEX {i}') for i in ('index_metrics_run_uuid', 'index_metrics_run_uuid_key_step')]; db.execute('VACUUM')"
+#       then xz -9e S.db (4.3 MB for those 84 trials' store)
 #   bash benchmarks/gpu.sh ray-train   # 125M FoX (Pro): plain, Ray Train 1 worker DDP / FSDP, and
 #                                      # N workers where N > 1 GPUs (~4 min on one GPU)
 #
@@ -59,6 +63,13 @@ for part in "${parts[@]}"; do
       [ -f wb-runs/stability.db ] && [ ! -f "$wd/mlflow.db" ] && cp wb-runs/stability.db "$wd/mlflow.db"
       [ -f wb-runs/stability.db.xz ] && [ ! -f "$wd/mlflow.db" ] && python3 -c "import lzma, shutil, sys
 with lzma.open(sys.argv[1]) as src, open(sys.argv[2], 'wb') as dst: shutil.copyfileobj(src, dst)" wb-runs/stability.db.xz "$wd/mlflow.db"
+      # A carried store may have had the metrics table's two secondary indexes dropped to fit the
+      # carry limit (see the header); MLflow's queries want them back.
+      [ -f "$wd/mlflow.db" ] && python3 -c "import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute('CREATE INDEX IF NOT EXISTS index_metrics_run_uuid ON metrics (run_uuid)')
+db.execute('CREATE INDEX IF NOT EXISTS index_metrics_run_uuid_key_step ON metrics (run_uuid, \"key\", step)')
+db.commit()" "$wd/mlflow.db"
       timeout -k 30 -s INT "${STABILITY_SECONDS:-560}" python3 -m workbench.cli run "${STABILITY_STUDY:-studies/stability.yaml}" \
         --workdir "$wd" > "$OUT/stability.log" 2>&1 || status=1
       cp "$wd/mlflow.db" "$OUT/stability.db"
