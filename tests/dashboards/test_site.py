@@ -60,8 +60,12 @@ def plugin_path(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def site(quickstart, tmp_path_factory):
-    workdir, proc, _ = quickstart
+    shared, proc, _ = quickstart
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # The quickstart store is shared by the whole test run (and by every xdist worker, each of which
+    # may build this module's fixture): the studies below go into a copy of it, never into it.
+    workdir = tmp_path_factory.mktemp("site") / "w"
+    shutil.copytree(shared, workdir, ignore=shutil.ignore_patterns("site"))
     # A study whose rows failed, with a plug-in kind and a built-in one that are not the paper's.
     plugin = plugin_path(tmp_path_factory.mktemp("plugin"))
     base = yaml.safe_load((ROOT / "studies/quickstart.yaml").read_text())["base"]
