@@ -146,7 +146,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         pages = build_site(args.tracking_uri or local_tracking_uri(workdir), out, workdir / "mlartifacts", args.study)
     except ValueError as e:
         raise SpecError(str(e)) from None
-    print(f"dashboard: {out / 'index.html'} ({len(pages)} studies)")
+    print(f"dashboard: {out / 'index.html'} ({len(pages)} {'study' if len(pages) == 1 else 'studies'})")
     if args.serve:
         import functools
         import http.server
@@ -163,6 +163,18 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             pass
     return 0
+
+
+def _effect(text: str) -> float:
+    """--effect: a positive fraction of the base's mean (0.02 = 2%)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a positive fraction of the base's mean (0.02 = 2%)")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive fraction of the base's mean (0.02 = 2%); "
+                                         "a difference either way is tested, so give its size")
+    return value
 
 
 def _store_options(p: argparse.ArgumentParser) -> None:
@@ -194,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     _store_options(p)
     p.add_argument("--dry-run", action="store_true",
                    help="list the trials and the state of each in the store (done, running, failed, to run); run nothing")
-    p.add_argument("--effect", type=float,
+    p.add_argument("--effect", type=_effect,
                    help="with --dry-run: the seeds that would detect this effect (a fraction of the base's mean: "
                         "0.01 = 1%%) with 80%% power, from the spread of the study's finished pilot runs")
     p.add_argument("--metric", default="val_ppl", help="the metric --effect is stated in (default val_ppl)")

@@ -23,6 +23,18 @@ def report(study, run, command: str) -> int:
         print(f"{len(failures)} trial(s) failed: " + "; ".join(f"{o.trial.variant} / seed {o.trial.seed}" for o in failures))
     if run.stopped:
         print(f"the study stopped before its end: {run.reason}")
-        print(f"it is resumable: `{command}` runs what is not finished (stopped trials resume from their checkpoints)")
+        print(f"it is resumable: `{command}` runs what is not finished ({resume_note([o.trial for o in ran if o.status == 'KILLED'])})")
         return EXIT_INTERRUPTED if run.stopped == "interrupted" else 1
     return 1 if failures else 0
+
+
+def resume_note(stopped: list) -> str:
+    """What a rerun does with the trials stopped mid-way: those that write checkpoints
+    (train.checkpoint_every_tokens) resume from their last one, the others start again."""
+    saving = [t for t in stopped if t.spec.train.checkpoint_every_tokens]
+    if len(saving) == len(stopped):
+        return "stopped trials resume from their last checkpoint"
+    fresh = "they write no checkpoints: set train.checkpoint_every_tokens to resume them mid-way"
+    if not saving:
+        return f"stopped trials start again from the beginning: {fresh}"
+    return f"{len(saving)} stopped trial(s) resume from their last checkpoint, {len(stopped) - len(saving)} start again: {fresh}"

@@ -1,5 +1,9 @@
+import dataclasses
 import subprocess
 import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def wb(*args):
@@ -87,3 +91,38 @@ def test_info_of_a_study_file_prints_each_variant(tmp_path):
                      mlp={"kind": "swiglu", "hidden_ratio": 3.5, "multiple_of": 64}, attention={"forget_gate": "none"})
     assert f"{param_counts(spec)['total']:,}" in no_gate and f"{flops_per_token(spec, 128)['forward']:.3e}" in no_gate
     assert no_gate.rstrip().endswith("forget_gate=none")
+
+
+def test_an_effect_that_is_not_a_positive_fraction_is_refused(tmp_path):
+    """`wb run --dry-run --effect`: the effect is the size of a difference, a positive fraction of
+    the base's mean; zero, a negative, NaN or a word is refused by name before anything runs."""
+    for bad in ("-1", "0", "nan", "abc"):
+        out = wb("run", str(ROOT / "studies/quickstart.yaml"), "--workdir", str(tmp_path / "w"), "--dry-run", "--effect", bad)
+        assert out.returncode == 2 and "argument --effect:" in out.stderr and "0.02 = 2%" in out.stderr, (bad, out.stderr)
+        assert out.stdout == "" and not (tmp_path / "w").exists()
+
+
+def test_a_dry_run_of_a_gpu_study_on_a_machine_without_one_says_so(tmp_path):
+    import torch
+
+    out = wb("run", str(ROOT / "studies/fox_table3_4096_seeds.yaml"), "--workdir", str(tmp_path / "w"), "--dry-run")
+    assert out.returncode == 0, out.stderr
+    note = "this machine has no GPU: `wb run` here stops at once"
+    assert (note in out.stdout) == (torch.cuda.device_count() == 0), out.stdout[-500:]
+
+
+def test_a_stopped_study_says_whether_its_trials_resume_or_start_again():
+    """The resume line after a stop: trials that write checkpoints resume from the last one, the
+    others start again, and the line says which and how to change it."""
+    from workbench.cli_reports import load_study
+    from workbench.study import expand
+    from workbench.summary import resume_note
+
+    trials = expand(load_study(str(ROOT / "studies/quickstart.yaml")))
+    assert all(not t.spec.train.checkpoint_every_tokens for t in trials)
+    assert resume_note(trials[:2]).startswith("stopped trials start again from the beginning")
+    assert "set train.checkpoint_every_tokens" in resume_note(trials[:2])
+    saving = [dataclasses.replace(t, spec=t.spec.model_copy(update={"train": t.spec.train.model_copy(
+        update={"checkpoint_every_tokens": 1000})})) for t in trials[:2]]
+    assert resume_note(saving) == "stopped trials resume from their last checkpoint"
+    assert resume_note([saving[0], trials[1]]).startswith("1 stopped trial(s) resume from their last checkpoint, 1 start again")

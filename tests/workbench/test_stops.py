@@ -65,6 +65,7 @@ def test_ctrl_c_kills_the_runs_exits_130_and_the_rerun_resumes_with_the_whole_hi
     killed = [r for r in trials if r.info.status == "KILLED"]
     assert killed and all(r.info.status in ("KILLED", "FINISHED") for r in trials), [r.info.status for r in trials]
     assert f"{len(killed)} stopped mid-way" in out and "it is resumable" in out, out
+    assert "stopped trials resume from their last checkpoint" in out, out  # this study writes them
     assert f"wb run {study} --workdir {workdir}" in out
     assert all(r.data.tags["error"].startswith("interrupted") for r in killed)
     assert [r.info.status for r in runs(workdir, "stopped", "study")] == ["KILLED"]
