@@ -82,8 +82,10 @@ def test_a_fresh_lease_is_refused_even_with_take_over_and_a_stale_one_is_taken_o
     store, run_id = parent
     _held_by(store, run_id, "other-machine", 4242, age_s=2)
     for take_over in (False, True):
-        with pytest.raises(LeaseHeld, match=r"host 'other-machine', pid 4242 .*--take-over"):
+        with pytest.raises(LeaseHeld, match=r"host 'other-machine', pid 4242 .*--take-over") as held:
             Lease(store.client, run_id, "leased").claim(take_over=take_over)
+        # With --take-over the refusal says why, rather than suggesting the flag that was given.
+        assert ("--take-over refused: its heartbeat is" in str(held.value)) == take_over, str(held.value)
     _held_by(store, run_id, "other-machine", 4242, age_s=lease.STALE_S + 5)
     with pytest.raises(LeaseHeld, match="stopped sending heartbeats.*--take-over"):
         Lease(store.client, run_id, "leased").claim()
