@@ -104,10 +104,10 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
         flops = flops_per_token(t.spec.model, t.spec.data.context)["train"] * t.spec.train.tokens
         print(f"{name:<{width}} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  "
               f"{t.spec.train.tokens:>13,}  {flops:>11.3g}  {text}{also}")
-    if study.resources.gpu > 0 and getattr(args, "ray_address", None) is None and done < len(trials):
-        import torch
+    if done < len(trials) and getattr(args, "ray_address", None) is None:
+        from workbench.runner import no_gpu_here
 
-        if torch.cuda.device_count() == 0:
+        if no_gpu_here(study):  # what runner.check_gpus refuses a local run for
             print(f"note: the study asks resources.gpu={study.resources.gpu} a trial and this machine has no GPU: "
                   "`wb run` here stops at once; run it on a GPU machine, or pass --ray-address of a cluster with GPUs")
     if study.search is not None and study.search.confirm is not None:

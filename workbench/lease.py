@@ -90,11 +90,11 @@ class Lease:
             age = time.time() - float(held.get("heartbeat", 0))
             here = held.get("host") == self.host and self.space and held.get("space") == self.space
             gone = here and not _alive(int(held.get("pid", 0)))
-            if not gone and age < STALE_S and take_over:
-                raise LeaseHeld(f"study {self.study!r} is being run by another driver: {describe(held)}; --take-over "
-                                f"refused: its heartbeat is {age:.0f} s old, under {STALE_S:.0f} s, so that driver is "
-                                "alive; wait for it to end, or stop it")
             if not gone and age < STALE_S:
+                if take_over:
+                    raise LeaseHeld(f"study {self.study!r} is being run by another driver: {describe(held)}; --take-over "
+                                    f"refused: its heartbeat is {age:.0f} s old, under {STALE_S:.0f} s, so that driver "
+                                    "is alive; wait for it to end, or stop it")
                 raise LeaseHeld(f"study {self.study!r} is being run by another driver: {describe(held)}; "
                                 f"wait for it to end, or stop it; once its heartbeat is {STALE_S:.0f} s old, "
                                 "`wb run ... --take-over` takes the study over")

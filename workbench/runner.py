@@ -287,13 +287,20 @@ def trial_label(trial: Trial) -> str:
     return f"{trial.variant}{point} / seed {trial.seed}"
 
 
+def no_gpu_here(study: StudySpec) -> bool:
+    """The study asks for GPUs and this machine, where a local Ray would run it, has none."""
+    if study.resources.gpu <= 0:
+        return False
+    import torch
+
+    return torch.cuda.device_count() == 0
+
+
 def check_gpus(study: StudySpec, ray_address: str | None) -> None:
     if study.resources.gpu <= 0:
         return
     if ray_address is None:
-        import torch
-
-        if torch.cuda.device_count() == 0:
+        if no_gpu_here(study):
             raise SpecError(f"resources.gpu={study.resources.gpu}: this machine has no GPU; "
                             "set resources.gpu: 0 to run on the CPU, or pass --ray-address of a cluster with GPUs")
     else:
