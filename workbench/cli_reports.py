@@ -208,6 +208,8 @@ def cmd_results(args: argparse.Namespace) -> int:
     rows = table.study_table(runs, info, args.metric)
     about = {"study": name, "metric": args.metric, "base": info.base, "base_from": info.base_from,
              "alpha": info.alpha, "holm": args.holm, "seeds": info.seeds}
+    if info.variant_seeds:
+        about["variant_seeds"] = info.variant_seeds
     if info.design_kind == "scaling":
         from workbench.scaling_study import study_fits
 

@@ -91,7 +91,9 @@ def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, ch
     if chosen:
         notes.append(chosen_note(info))
     if any(r["fewer_seeds"] for r in rows):
-        notes.append(f"k/n!: k finished seeds where the study asks for n ({info.seeds})")
+        asks = f"{info.seeds}; rows of seeds of their own: " + ", ".join(f"{v} {s}" for v, s in info.variant_seeds.items()) \
+            if info.variant_seeds else info.seeds
+        notes.append(f"k/n!: k finished seeds where the study asks for n ({asks})")
     if any(r["runs_spiked"] for r in rows):
         notes.append(f"k/n! in spikes: k of n runs spiked. {SPIKES}")
     elif any(r["runs_spiked"] is not None for r in rows):
@@ -155,7 +157,8 @@ def seeds_lines(table: pl.DataFrame, info: StudyInfo, metric: str, fraction: flo
         sd, n = r["paired_sd"], r["paired_n"]
         effect = stats.effect_from_fraction(fraction, means.get(r["base_row"]))
         needed = stats.seeds_needed_paired(effect, sd, info.alpha) if effect is not None else None
-        now = stats.power_paired(effect, sd, len(seeds), info.alpha) if effect is not None and len(seeds) >= 2 else None
+        planned = len(seeds) if info.confirm_seeds else _shared_seeds(info, r["variant"], r["base_row"])
+        now = stats.power_paired(effect, sd, planned, info.alpha) if effect is not None and planned >= 2 else None
         head.append([r["row"], r["base_row"], str(n), _num(sd, ".4g", "n/a"), _num(effect, ".4g", "n/a"), str(needed or "n/a"),
                      _num(now, ".2f", "n/a")])
     if len(head) == 1:
@@ -163,10 +166,17 @@ def seeds_lines(table: pl.DataFrame, info: StudyInfo, metric: str, fraction: flo
                 "the spread from"]
     widths = [max(len(line[c]) for line in head) for c in range(len(head[0]))]
     text = ["  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]) for line in head]
+    own = " (a row with seeds of its own: those it shares with its vs row)" if info.variant_seeds and not info.confirm_seeds else ""
     return [f"seeds to detect a {metric} difference of {100 * fraction:g}% of the mean of the base's row (vs) "
             f"with 80% power, paired t-test at alpha {info.alpha:g}, from the pilot runs' spread:"] + text + [
-        f"power now: with {whose} {len(seeds)} seeds; a spread from 2-3 pilot seeds is itself uncertain "
+        f"power now: with {whose} {len(seeds)} seeds{own}; a spread from 2-3 pilot seeds is itself uncertain "
         "(docs/statistics.md)"]
+
+
+def _shared_seeds(info: StudyInfo, variant: str, base: str) -> int:
+    """How many seeds the study asks of both ``variant`` and the row it is compared with: the
+    pairs its paired test will have once every trial has finished."""
+    return len(set(info.seeds_of(variant) or []) & set(info.seeds_of(base) or []))
 
 
 def _estimate(e: dict | None, fmt: str) -> str:

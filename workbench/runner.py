@@ -397,7 +397,7 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
             driver.stops.install()  # again: ray.init took SIGTERM over (workbench.stops)
         driver.watch_ray()
         callback = _tracking_callback(store, parent_id, study.name, code, outcomes, _resolver(todo), set(done), driver)
-        plain = [t for t in todo if not t.optuna_samples]
+        plain = run_order([t for t in todo if not t.optuna_samples])
         if study.search is not None and study.search.asha is not None:
             # ASHA compares the trials of one Tuner: one Tuner per variant keeps a weak variant's
             # search from being cut against a strong variant's.
@@ -418,6 +418,12 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
         driver.close()
         run.stopped, run.reason = driver.stops.kind, driver.stops.reason
         return run
+
+
+def run_order(trials: list[Trial]) -> list[Trial]:
+    """Seed by seed, each seed's trials in the design's order: a study stopped part way (a time
+    limit, Ctrl-C) leaves whole seeds, which its paired comparisons can use, not whole rows."""
+    return sorted(trials, key=lambda t: t.seed)
 
 
 def _todo(store: Store, study: StudySpec, trials: list[Trial], done: dict[str, str]) -> list[Trial]:

@@ -4,7 +4,7 @@ Designs address fields by dotted path (``model.attention.qk_norm: none``):
 - ``grid``: the cartesian product of axes;
 - ``ablation``: the base plus one change at a time;
 - ``cumulative``: changes applied one after another, each prefix a variant (Table 3, upper half);
-- ``variants``: an explicit list of named variants.
+- ``variants``: an explicit list of named variants, each on the study's seeds or its own.
 Seeds multiply every design. A study file is data: nothing in it is imported or executed.
 """
 from __future__ import annotations
@@ -60,9 +60,16 @@ def _check_compare_to(compare_to: str | None, variants: list[Change]) -> None:
         raise ValueError(f"compare_to: {compare_to!r} is not a variant; the variants are {names}")
 
 
+class Variant(Change):
+    """A variants design's row: a named set of edits, on the study's ``seeds`` unless it names its
+    own (the seeds a power analysis asks for this row: ``wb run --dry-run --effect``)."""
+
+    seeds: list[NonNegativeInt] | None = Field(default=None, min_length=1)
+
+
 class VariantsDesign(Spec):
     kind: Literal["variants"]
-    variants: list[Change] = Field(min_length=1)
+    variants: list[Variant] = Field(min_length=1)
     compare_to: str | None = None  # the variant deltas are taken against; default the first
 
     @model_validator(mode="after")
@@ -260,6 +267,16 @@ class StudySpec(Spec):
         return self
 
     @model_validator(mode="after")
+    def _own_seeds_without_search(self):
+        if isinstance(self.design, VariantsDesign) and self.search is not None:
+            for i, v in enumerate(self.design.variants):
+                if v.seeds is not None:
+                    raise ValueError(f"design.variants[{i}].seeds ({v.name}): a variant's own seeds are for a study "
+                                     "without a search; a search runs every variant on the study's seeds (and "
+                                     "search.confirm.seeds)")
+        return self
+
+    @model_validator(mode="after")
     def _names_are_searchable(self):
         # The tracking store finds runs by these names; its filters quote with ' or ", not both.
         names = [("name", self.name)] + [(f"variant {n!r}", n) for n in _design_names(self.design)]
@@ -282,6 +299,14 @@ def base_variant(design) -> str:
     if isinstance(design, (VariantsDesign, ScalingDesign, CrossedDesign)):
         return design.compare_to or design.variants[0].name
     return _grid_name([(path, values[0]) for path, values in design.axes.items()])
+
+
+def variant_seeds(study: "StudySpec") -> dict[str, list[int]]:
+    """Every variant name -> the seeds it runs on: its own (a variants design's ``seeds``), else
+    the study's."""
+    own = {v.name: list(v.seeds) for v in study.design.variants if v.seeds is not None} \
+        if isinstance(study.design, VariantsDesign) else {}
+    return {name: own.get(name, list(study.seeds)) for name in variant_names(study)}
 
 
 def variant_names(study: "StudySpec") -> list[str]:
@@ -410,7 +435,7 @@ def expand(study: StudySpec) -> list[Trial]:
         base = TrialSpec.model_validate(study.base).model_dump(mode="json")
     except ValidationError as e:
         raise SpecError(format_validation_error(e, f"study {study.name!r}, base", TrialSpec, study.base)) from None
-    trials, names = [], set()
+    trials, names, seeds_of = [], set(), variant_seeds(study)
     for name, where, edits in _variants(study):
         if name in names:
             raise SpecError(f"{where}: variant name {name!r} is used twice; variant names must be unique")
@@ -426,7 +451,7 @@ def expand(study: StudySpec) -> list[Trial]:
             data = _scaled_tokens(study, data, f"{where} ({name}) {at}", point)
             if study.resources.workers is not None and not _sets_workers(study.base, all_edits):
                 data = set_path(data, "train.workers", study.resources.workers)
-            for seed in study.seeds:
+            for seed in seeds_of[name]:
                 try:
                     spec = TrialSpec.model_validate({**data, "seed": seed})
                 except ValidationError as e:
@@ -523,6 +548,12 @@ def design_tags(study) -> dict[str, str]:
     in order, the seeds, alpha). A list too long for a tag is left out (readers fall back)."""
     tags = {"variants": json.dumps(variant_names(study)), "seeds": json.dumps(list(study.seeds)),
             "alpha": repr(study.alpha), "design_kind": study.design.kind}
+    own = {v: s for v, s in variant_seeds(study).items() if s != list(study.seeds)}
+    if own:
+        tags["variant_seeds"] = json.dumps(own)
+    if study.search is not None:  # the search's rows in the plan's order (their start order varies)
+        rows = [[t.variant, t.point_label] for t in expand(study) if not t.optuna_samples]
+        tags["rows"] = json.dumps(list(map(list, dict.fromkeys(map(tuple, rows)))))
     if isinstance(study.design, ScalingDesign) and study.design.extrapolate_to is not None:
         tags["extrapolate_to"] = str(study.design.extrapolate_to)
     if isinstance(study.design, (ScalingDesign, CrossedDesign)):

@@ -66,6 +66,14 @@ class StudyInfo:
     extrapolate_to: str | None = None
     axis: list[str] = field(default_factory=list)  # a scaling or crossed design's point labels, in order
     grid_axes: list = field(default_factory=list)  # a grid design's [(path, values)]
+    # A variants design's rows on seeds of their own (variant -> its seeds; the rest: ``seeds``).
+    variant_seeds: dict[str, list[int]] = field(default_factory=dict)
+    # A search's (variant, point) rows in the plan's order, as tagged (readers without the file).
+    row_order: list[tuple[str, str]] = field(default_factory=list)
+
+    def seeds_of(self, variant: str) -> list[int] | None:
+        """The seeds the study asks of ``variant`` (outside a confirmation)."""
+        return self.variant_seeds.get(variant, self.seeds)
 
 
 def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | None = None,
@@ -75,15 +83,19 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
     seen = _oldest_first(runs)
     tags = parent_tags or {}
     if study is not None:
-        from workbench.study import base_variant, expand, variant_names
+        from workbench.study import base_variant, expand, variant_names, variant_seeds
 
         order, design_base, seeds, alpha = variant_names(study), base_variant(study.design), list(study.seeds), study.alpha
         planned = _planned(expand(study), order)
+        own = {v: s for v, s in variant_seeds(study).items() if s != seeds}
+        row_order = []  # the plan's rows come first in row_keys
         source = "the design's"
     else:
         order = json.loads(tags.get("variants", "[]")) or seen
         design_base, planned, alpha = tags.get("base_variant"), [], float(tags.get("alpha", 0.05))
         seeds = json.loads(tags["seeds"]) if "seeds" in tags else None
+        own = json.loads(tags.get("variant_seeds", "{}"))
+        row_order = [tuple(r) for r in json.loads(tags.get("rows", "[]"))]
         source = "the design's, as tagged on the study's run"
     known = list(dict.fromkeys(order + seen))
     if base is not None:
@@ -110,7 +122,7 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
     if confirm_seeds:  # each variant's (a crossed design: each cell's) confirmation row first
         planned = [(v, a) for v in order for a in (axis if kind == "crossed" else [""])] + planned
     return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice, kind,
-                     None if extrapolate is None else str(extrapolate), axis, grid_axes)
+                     None if extrapolate is None else str(extrapolate), axis, grid_axes, own, row_order)
 
 
 def check_variant(variant: str, study: str, known: list[str], flag: str = "") -> None:
@@ -216,7 +228,7 @@ def study_table(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl") ->
         mine = runs.filter(pl.col("row") == row) if not runs.is_empty() else runs
         ci = stats.mean_ci(values.get(row, {}).values())
         confirming = info.confirm_seeds and (not point or (info.design_kind == "crossed" and point in info.axis))
-        seeds = info.confirm_seeds if confirming else info.seeds
+        seeds = info.confirm_seeds if confirming else info.seeds_of(variant)
         expected = len(seeds) if seeds else None
         record = {"row": row, "variant": variant, "search_point": point,
                   "chosen": chosen_values(row, point, info) if confirming else None, "n_seeds": ci.n, "seeds_expected": expected,
@@ -247,7 +259,9 @@ def row_keys(runs: pl.DataFrame, info: StudyInfo) -> list[tuple[str, str, str]]:
         runs.sort("start_time").select("variant", "search_point").iter_rows()))
     keys = list(dict.fromkeys(list(info.planned) + tracked))
     rank = {v: i for i, v in enumerate(info.order)}
-    keys.sort(key=lambda k: rank.get(k[0], len(rank)))  # stable: the plan's and the start order within a variant
+    tagged = {k: i for i, k in enumerate(info.row_order)}
+    # Stable: within a variant the plan's order (from the file, else as tagged), then the start order.
+    keys.sort(key=lambda k: (rank.get(k[0], len(rank)), tagged.get(k, len(tagged))))
     return [(label(v, p), v, p) for v, p in keys]
 
 

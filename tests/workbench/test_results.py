@@ -119,3 +119,55 @@ def test_a_name_that_trains_as_another_variant_has_its_confirmation_row():
     table = {r["row"]: r for r in study_table(pl.DataFrame(runs), info, "val_loss").iter_rows(named=True)}
     assert table["y"]["n_seeds"] == table["x"]["n_seeds"] == 2 and table["y"]["to_run"] == 0
     assert abs(table["y"]["mean"] - 3.05) < 1e-12 and table["y"]["comparison"] == "vs base"
+
+
+def test_rows_on_seeds_of_their_own_are_counted_and_powered_on_those():
+    """A variants design's row on its own seeds: 'k/n!' counts against its seeds, not the
+    study's, and the power analysis's 'power now' is over the seeds it shares with its base."""
+    import json
+
+    import polars as pl
+
+    from workbench import report
+    from workbench.table import study_info, study_table
+
+    seeds = {"base": [0, 1, 2, 3, 4, 5], "far": [0, 1, 2], "short": [0, 1, 2, 3, 4, 5]}
+    shift = {"base": [0.0] * 6, "far": [0.5, 0.65, 0.4], "short": [0.15, 0.0, 0.22, 0.1, 0.04]}  # short: seed 5 not finished
+    runs = pl.DataFrame([{"variant": v, "seed": s, "search_point": "", "stopped_early": False, "status": "FINISHED",
+                          "val_ppl": 10.0 + x} for v, xs in shift.items() for s, x in enumerate(xs)])
+    tags = {"variants": json.dumps(list(seeds)), "base_variant": "base", "seeds": json.dumps(seeds["base"]),
+            "variant_seeds": json.dumps({"far": seeds["far"]})}
+    info = study_info("s", runs, None, tags)
+    assert info.seeds_of("far") == [0, 1, 2] and info.seeds_of("short") == seeds["base"]
+    table = {r["row"]: r for r in study_table(runs, info).iter_rows(named=True)}
+    assert (table["far"]["n_seeds"], table["far"]["seeds_expected"], table["far"]["fewer_seeds"]) == (3, 3, False)
+    assert (table["short"]["n_seeds"], table["short"]["seeds_expected"], table["short"]["fewer_seeds"]) == (5, 6, True)
+    assert "rows of seeds of their own: far [0, 1, 2]" in "\n".join(report.footnotes(study_table(runs, info), info, False, False))
+    lines = report.seeds_lines(study_table(runs, info), info, "val_ppl", 0.01)
+    power = {line.split()[0]: line.split()[-1] for line in lines[2:-1]}
+    from workbench import stats
+
+    far, short = table["far"], table["short"]
+    assert float(power["far"]) == round(stats.power_paired(0.1, far["paired_sd"], 3, 0.05), 2)
+    assert float(power["far"]) < round(stats.power_paired(0.1, far["paired_sd"], 6, 0.05), 2)  # not the study's 6
+    assert float(power["short"]) == round(stats.power_paired(0.1, short["paired_sd"], 6, 0.05), 2)
+
+
+def test_without_the_file_a_searchs_rows_keep_the_plans_order_not_the_start_order():
+    """Trials of one seed start together, in an order the scheduler picks: `wb results NAME` orders
+    a variant's search points as the plan does (tagged on the parent run), as the file would."""
+    import json
+
+    import polars as pl
+
+    from workbench.table import row_keys, study_info
+
+    plan = [["a", "lr=0.003"], ["a", "lr=0.01"], ["b", "lr=0.003"], ["b", "lr=0.01"]]
+    started = [("a", "lr=0.01"), ("b", "lr=0.01"), ("a", "lr=0.003"), ("b", "lr=0.003")]  # the reverse, by point
+    runs = pl.DataFrame([{"variant": v, "seed": 0, "search_point": p, "start_time": i, "val_ppl": 1.0}
+                         for i, (v, p) in enumerate(started)])
+    tags = {"variants": json.dumps(["a", "b"]), "base_variant": "a", "seeds": "[0]"}
+    assert [k[1:] for k in row_keys(runs, study_info("s", runs, None, tags))] == [tuple(r) for r in [
+        ["a", "lr=0.01"], ["a", "lr=0.003"], ["b", "lr=0.01"], ["b", "lr=0.003"]]]  # untagged: the start order
+    tagged = study_info("s", runs, None, {**tags, "rows": json.dumps(plan)})
+    assert [k[1:] for k in row_keys(runs, tagged)] == [tuple(r) for r in plan]

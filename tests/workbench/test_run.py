@@ -111,6 +111,20 @@ def test_adding_a_seed_runs_only_the_new_trials(tmp_path):
     assert len(runs) == 4 and len({r.data.tags["spec_hash"] for r in runs}) == 4
 
 
+def test_trials_run_seed_by_seed_so_a_stopped_study_leaves_whole_seeds():
+    from workbench.errors import validate
+    from workbench.runner import run_order
+    from workbench.study import StudySpec, expand
+
+    base = {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2},
+            "data": {"kind": "builtin", "context": 32}}
+    study = validate(StudySpec, {"name": "s", "base": base, "seeds": [0, 1, 2], "design": {"kind": "variants", "variants": [
+        {"name": "a", "set": {"train.lr": 0.001}}, {"name": "b", "seeds": [2, 0], "set": {"train.lr": 0.002}},
+        {"name": "c", "set": {"train.lr": 0.003}}]}})
+    assert [(t.variant, t.seed) for t in run_order(expand(study))] == [
+        ("a", 0), ("b", 0), ("c", 0), ("a", 1), ("c", 1), ("a", 2), ("b", 2), ("c", 2)]
+
+
 def test_a_driver_killed_mid_way_resumes_with_every_trial_finished_once(tmp_path):
     """...and a Ray cluster that was up before (another user's) is up after: the test stops only
     what it started, by its own handle."""

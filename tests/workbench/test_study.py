@@ -1,4 +1,6 @@
 """Study files: every design expands to the right variants; bad files are one clear error."""
+import json
+
 import pytest
 
 from workbench.errors import SpecError, validate
@@ -85,6 +87,13 @@ def test_search_draws_per_variant_and_is_reproducible():
                                                 "points": [{"name": "a", "set": {"data.context": 32}}, {"name": "b", "set": {"data.context": 64}}]},
           "search": {"space": {"train.lr": {"choice": [0.01, 0.02]}}, "algorithm": "optuna"}},
          "search.algorithm: a crossed design searches each cell"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [0, 1], "set": {"seed": 0}}]},
+          "search": {"space": {"train.lr": {"choice": [0.01, 0.02]}}, "algorithm": "grid"}},
+         "design.variants[0].seeds (x): a variant's own seeds are for a study without a search"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [], "set": {"seed": 0}}]}},
+         "design.variants.0.seeds: List should have at least 1 item"),
+        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "seeds": [0], "set": {"seed": 0}}]}},
+         "design.changes.0.seeds: Extra inputs are not permitted"),
         ({"name": "both ' and \"", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]}},
          "name: a name may contain ' or \" but not both"),
     ],
@@ -93,6 +102,25 @@ def test_bad_study_files_are_one_clear_error(data, expected):
     with pytest.raises(SpecError) as err:
         expand(validate(StudySpec, data, "study.yaml"))
     assert expected in str(err.value), str(err.value)
+
+
+def test_a_variant_runs_on_its_own_seeds_and_the_rest_on_the_studys():
+    """The seeds a power analysis asks differ by row: a variants design's row may name its own."""
+    from workbench.study import design_tags, variant_seeds
+
+    spec = study({"kind": "variants", "compare_to": "base", "variants": [
+        {"name": "far", "seeds": [0, 1], "set": {"model.attention.qk_norm": "none"}},
+        {"name": "base", "set": {"seed": 0}},
+        {"name": "close", "seeds": [0, 1, 2, 3, 4], "set": {"model.attention.kv_shift": "none"}}]}, seeds=[0, 1, 2])
+    trials = expand(spec)
+    assert [(t.variant, t.seed) for t in trials] == [("far", 0), ("far", 1), ("base", 0), ("base", 1), ("base", 2)] + [
+        ("close", s) for s in range(5)]
+    assert variant_seeds(spec) == {"far": [0, 1], "base": [0, 1, 2], "close": [0, 1, 2, 3, 4]}
+    # Readers without the file (wb results NAME) learn each row's seeds from the parent run's tags.
+    tags = design_tags(spec)
+    assert json.loads(tags["seeds"]) == [0, 1, 2]
+    assert json.loads(tags["variant_seeds"]) == {"far": [0, 1], "close": [0, 1, 2, 3, 4]}
+    assert "variant_seeds" not in design_tags(study({"kind": "variants", "variants": [{"name": "a", "seeds": [0], "set": {"seed": 0}}]}))
 
 
 def test_two_names_for_one_model_run_once_as_aliases():
