@@ -182,6 +182,34 @@ def sensitivity_figure(points: pl.DataFrame, metric: str = "val_loss") -> go.Fig
                              yaxis_title=f"{metric} (nats/token)", height=400)
 
 
+SEEDS_TITLE = "Seed spread: each seed's {metric} against its row's mean"
+
+
+def seeds_figure(values: dict[str, dict[int, float]], order: list[str], metric: str = "val_ppl") -> go.Figure:
+    """values: row -> {seed: metric} (workbench.table.row_seed_values). A box per row in ``order``
+    with every seed a dot, at its difference from the row's mean in % of that mean, so that rows of
+    very different levels share one axis; the row's label carries n and the sd in %. The spread
+    the power analysis reads is that of paired differences, which a seed effect shared by the rows
+    makes smaller than these."""
+    fig = go.Figure()
+    colors = _colors(order)
+    for row in order:
+        seeds = values.get(row) or {}
+        if not seeds:
+            continue
+        xs = np.array(list(seeds.values()), dtype=float)
+        mean = xs.mean()
+        rel = 100 * (xs / mean - 1) if mean else np.zeros_like(xs)
+        sd = f", sd {100 * xs.std(ddof=1) / abs(mean):.1f}%" if len(xs) > 1 and mean else ""
+        label = f"{esc(row)}<br>n={len(xs)}{sd}"
+        fig.add_trace(go.Box(y=rel.tolist(), x=[label] * len(xs), name=esc(row), boxpoints="all", jitter=0.4, pointpos=0,
+                             marker={"color": colors[row], "size": 6}, line={"color": colors[row]}, showlegend=False,
+                             customdata=[[seed, value] for seed, value in seeds.items()],
+                             hovertemplate="seed %{customdata[0]}: %{customdata[1]:.4g} (%{y:+.2f}%)<extra></extra>"))
+    return fig.update_layout(title=SEEDS_TITLE.format(metric=metric), yaxis_title=f"{metric}, % from the row's mean",
+                             yaxis_zeroline=True, height=420)
+
+
 KEPT_TITLE = "attention kept (pruning threshold)"
 HEADS_TITLE = "Which heads forget"
 

@@ -74,6 +74,7 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(rows, info) + "</section>")
     if info.choice:  # tune, then confirm: each variant's search beside the table
         confirm_section(page, store, attempts, tags, info)
+    seeds_section(page, everything, rows, info)
     if info.design_kind == "scaling":
         scaling_section(page, everything, info)
     effect_sections(page, everything, info)
@@ -91,6 +92,17 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     page.html(f'<p class="note">{frame.height} finished trial rows from {len(runs)} finished runs '
               f"({len(attempts)} tracked); every number on this page is read from the tracking store.</p>")
     return page.render(), {**summary, "figures": page.n}
+
+
+def seeds_section(page: Page, runs: pl.DataFrame, rows: pl.DataFrame, info: table.StudyInfo) -> None:
+    """Each row's seeds as dots around its mean: where one seed runs far from the rest, and which rows
+    need many seeds for a small effect. Only where a row has two seeds or more."""
+    if rows.is_empty() or rows["n_seeds"].max() < 2:
+        return
+    page.html("<section><h2>Seed spread</h2>")
+    page.figure(figures.seeds_figure(table.row_seed_values(runs, info), rows.filter(pl.col("n_seeds") > 0)["row"].to_list()))
+    page.html('<p class="note">val_ppl of every finished seed, in % from its row\'s mean; the rows\' seeds needed for '
+              "an effect are <code>wb run STUDY --dry-run --effect 0.02</code> (docs/statistics.md).</p></section>")
 
 
 def confirm_section(page: Page, store: Store, runs: list, tags: dict, info: table.StudyInfo) -> None:

@@ -4,7 +4,8 @@ or crossed study's effect versus the design's axis (each variant's paired differ
 base, 95% CI; ``--pair VARIANT=BASE``, repeatable, draws chosen pairs instead: FoX (Pro) against
 Transformer (Pro) beside FoX (LLaMA) against Transformer (LLaMA)); or any study's ``history``, a
 metric over training per row (mean and min-max band over seeds: the dashboard's training curves,
-or ``--metric acp_kept_fraction`` for the share pruning keeps). The effect and the history are in
+or ``--metric acp_kept_fraction`` for the share pruning keeps); or any study's ``seeds``, each row's
+seeds around its mean (the dashboard's seed spread, ``--metric val_ppl`` as the table). The effect and the history are in
 ``--metric`` (val_loss by default: a difference in nats, comparable across points whose
 perplexities differ). Errors exit 2.
 
@@ -30,7 +31,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--study", required=True)
-    ap.add_argument("--figure", choices=("laws", "effect", "history"), required=True)
+    ap.add_argument("--figure", choices=("laws", "effect", "history", "seeds"), required=True)
     ap.add_argument("--out", type=Path, required=True, help="the PNG to write")
     ap.add_argument("--title", default=None)
     ap.add_argument("--metric", default="val_loss", help="the effect's or the history's metric (default val_loss)")
@@ -55,10 +56,10 @@ def main(argv=None):
     parent = results.study_parent(store, args.study)
     tags = parent.data.tags if parent else {}
     info = table.study_info(args.study, frame, parent_tags=tags)
-    if args.figure != "history" and (info.design_kind not in ("scaling", "crossed")
+    if args.figure in ("laws", "effect") and (info.design_kind not in ("scaling", "crossed")
                                      or (args.figure == "laws" and info.design_kind != "scaling")):
         ap.error(f"study {args.study!r} is a {info.design_kind or 'plain'} study: --figure laws needs a "
-                 "scaling design, --figure effect a scaling or crossed one (--figure history takes any)")
+                 "scaling design, --figure effect a scaling or crossed one (--figure history and seeds take any)")
     if args.metric not in frame.columns:
         logged = sorted(c for c in frame.columns if frame.schema[c].is_numeric() and c not in ("seed", "start_time", "workers"))
         ap.error(f"--metric {args.metric!r}: the study's runs have no such metric; they have: {', '.join(logged)}")
@@ -70,6 +71,9 @@ def main(argv=None):
         if not curves:
             ap.error(f"--metric {args.metric!r}: no run of study {args.study!r} logged it during training")
         fig = figures.training_curves_figure(curves, args.metric)
+    elif args.figure == "seeds":
+        rows = table.study_table(frame, info, args.metric).filter(pl.col("n_seeds") > 0)["row"].to_list()
+        fig = figures.seeds_figure(table.row_seed_values(frame, info, args.metric), rows, args.metric)
     elif args.figure == "laws":
         from workbench.scaling_study import fit_study
 

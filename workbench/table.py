@@ -187,6 +187,13 @@ def normalise(runs: pl.DataFrame) -> pl.DataFrame:
                              .otherwise(pl.col("variant")).alias("row"))
 
 
+def row_seed_values(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl") -> dict[str, dict[int, float]]:
+    """row -> {seed: value} as the study table reads them (confirmation rows included)."""
+    if runs.is_empty():
+        return {}
+    return seed_values(with_confirmation_rows(normalise(runs), info), metric)
+
+
 def seed_values(runs: pl.DataFrame, metric: str) -> dict[str, dict[int, float]]:
     """row -> {seed: value of ``metric``} over the FINISHED runs not stopped early (mean where a
     seed has several)."""

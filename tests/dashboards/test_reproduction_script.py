@@ -160,7 +160,12 @@ def test_study_figure_draws_any_studys_history_and_lists_the_metrics_on_a_wrong_
     ablation = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "quickstart",
                                "--figure", "effect", "--out", str(tmp_path / "e.png")], capture_output=True, text=True, cwd=ROOT,
                               timeout=300)
-    assert ablation.returncode == 2 and "--figure history takes any" in ablation.stderr
+    assert ablation.returncode == 2 and "--figure history and seeds take any" in ablation.stderr
+    seeds = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "quickstart",
+                            "--figure", "seeds", "--metric", "val_ppl", "--out", str(tmp_path / "s.png")], capture_output=True,
+                           text=True, cwd=ROOT, timeout=300, env={**__import__("os").environ, "BROWSER_PATH": browser})
+    assert seeds.returncode == 0, seeds.stderr[-2000:]
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     nope = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "nope",
                            "--figure", "history", "--out", str(tmp_path / "n.png")], capture_output=True, text=True, cwd=ROOT,
                           timeout=300)

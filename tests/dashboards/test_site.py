@@ -1,5 +1,6 @@
 """The dashboard site, built from real tracked runs and opened in a real headless Chromium."""
 import html
+import json
 import re
 import shutil
 import sqlite3
@@ -142,6 +143,29 @@ def test_deltas_are_taken_against_the_studys_tagged_base(quickstart, tmp_path):
     assert built.returncode == 0, built.stderr[-2000:]
     page = next((tmp_path / "site").glob("study-quickstart-*.html")).read_text()
     assert "&Delta; vs FoX (Pro) - forget gate</th>" in page
+
+
+def test_the_seed_spread_shows_every_seed_of_every_row_around_its_mean(site):
+    """The seed-spread figure: one box per row, a dot per finished seed at its difference from the
+    row's mean in % of it, the seed and value on hover; read from the store."""
+    workdir, out = site
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("quickstart")
+    runs = client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial' and attributes.status = 'FINISHED'")
+    page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
+    assert "<h2>Seed spread</h2>" in page
+    figs = [json.loads(m) for m in re.findall(r"var f=(\{.*?\});Plotly", page)]
+    boxes = [t for f in figs if "Seed spread" in json.dumps(f["layout"].get("title", "")) for t in f["data"]]
+    by_variant = {}
+    for r in runs:
+        by_variant.setdefault(r.data.tags["variant"], {})[int(r.data.tags["seed"])] = r.data.metrics["val_ppl"]
+    assert sorted(html.unescape(t["name"]) for t in boxes) == sorted(by_variant)
+    for t in boxes:
+        seeds = by_variant[html.unescape(t["name"])]
+        mean = sum(seeds.values()) / len(seeds)
+        assert sorted(seed for seed, _ in t["customdata"]) == sorted(seeds)
+        for (seed, value), y in zip(t["customdata"], t["y"]):
+            assert abs(value - seeds[seed]) < 1e-9 and abs(y - 100 * (seeds[seed] / mean - 1)) < 1e-9
 
 
 def test_a_store_copied_without_its_artifacts_says_what_is_missing(site, quickstart, tmp_path):
