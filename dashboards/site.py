@@ -96,11 +96,13 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
 
 def seeds_section(page: Page, runs: pl.DataFrame, rows: pl.DataFrame, info: table.StudyInfo) -> None:
     """Each row's seeds as dots around its mean: where one seed runs far from the rest, and which rows
-    need many seeds for a small effect. Only where a row has two seeds or more."""
-    if rows.is_empty() or rows["n_seeds"].max() < 2:
+    need many seeds for a small effect. The rows with two seeds or more (a search point on one seed
+    has no spread)."""
+    spread = rows.filter(pl.col("n_seeds") > 1)["row"].to_list() if not rows.is_empty() else []
+    if not spread:
         return
     page.html("<section><h2>Seed spread</h2>")
-    page.figure(figures.seeds_figure(table.row_seed_values(runs, info), rows.filter(pl.col("n_seeds") > 0)["row"].to_list()))
+    page.figure(figures.seeds_figure(table.row_seed_values(runs, info), spread))
     page.html('<p class="note">val_ppl of every finished seed, in % from its row\'s mean; the rows\' seeds needed for '
               "an effect are <code>wb run STUDY --dry-run --effect 0.02</code> (docs/statistics.md).</p></section>")
 

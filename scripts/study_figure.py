@@ -72,7 +72,9 @@ def main(argv=None):
             ap.error(f"--metric {args.metric!r}: no run of study {args.study!r} logged it during training")
         fig = figures.training_curves_figure(curves, args.metric)
     elif args.figure == "seeds":
-        rows = table.study_table(frame, info, args.metric).filter(pl.col("n_seeds") > 0)["row"].to_list()
+        rows = table.study_table(frame, info, args.metric).filter(pl.col("n_seeds") > 1)["row"].to_list()
+        if not rows:
+            ap.error(f"study {args.study!r}: no row has two finished seeds or more: no spread to draw")
         fig = figures.seeds_figure(table.row_seed_values(frame, info, args.metric), rows, args.metric)
     elif args.figure == "laws":
         from workbench.scaling_study import fit_study
