@@ -16,11 +16,23 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import AfterValidator, Field, NonNegativeInt, PositiveFloat, PositiveInt, Strict, ValidationError, model_validator
 
 from workbench.errors import SpecError, format_validation_error
 from workbench.paths import PathError, set_path
 from workbench.specs import Spec, TrialSpec
+
+
+def _distinct(seeds: list[int]) -> list[int]:
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise ValueError(f"seed {twice[0]} is listed twice; each seed is one run of each row")
+    return seeds
+
+
+# A seed seeds torch's generator (a signed 64-bit integer); true is not 1 here.
+Seed = Annotated[int, Strict(), Field(ge=0, lt=2**63)]
+Seeds = Annotated[list[Seed], Field(min_length=1), AfterValidator(_distinct)]
 
 
 class Change(Spec):
@@ -61,10 +73,12 @@ def _check_compare_to(compare_to: str | None, variants: list[Change]) -> None:
 
 
 class Variant(Change):
-    """A variants design's row: a named set of edits, on the study's ``seeds`` unless it names its
-    own (the seeds a power analysis asks for this row: ``wb run --dry-run --effect``)."""
+    """A variants design's row: a named set of edits (none: the base trial itself), on the study's
+    ``seeds`` unless it names its own (the seeds a power analysis asks for this row: ``wb run
+    --dry-run --effect``)."""
 
-    seeds: list[NonNegativeInt] | None = Field(default=None, min_length=1)
+    set: dict[str, Any] = {}
+    seeds: Seeds | None = None
 
 
 class VariantsDesign(Spec):
@@ -203,7 +217,7 @@ class ConfirmSpec(Spec):
     over the seeds of its finished search trials, none stopped early) runs on ``seeds``; the study
     table compares those confirmation runs (workbench/confirm.py)."""
 
-    seeds: list[NonNegativeInt] = Field(min_length=1)
+    seeds: Seeds
     metric: Literal["val_loss", "val_ppl"] = "val_loss"
 
 
@@ -240,7 +254,7 @@ class StudySpec(Spec):
     description: str = ""
     base: dict[str, Any] = {}
     design: Design
-    seeds: list[NonNegativeInt] = Field(default=[0], min_length=1)
+    seeds: Seeds = [0]
     search: SearchSpec | None = None
     resources: Resources = Resources()
     tracking: Tracking = Tracking()
@@ -267,13 +281,25 @@ class StudySpec(Spec):
         return self
 
     @model_validator(mode="after")
-    def _own_seeds_without_search(self):
-        if isinstance(self.design, VariantsDesign) and self.search is not None:
-            for i, v in enumerate(self.design.variants):
+    def _own_seeds(self):
+        if not isinstance(self.design, VariantsDesign):
+            return self
+        variants = self.design.variants
+        if self.search is not None:
+            for i, v in enumerate(variants):
                 if v.seeds is not None:
                     raise ValueError(f"design.variants[{i}].seeds ({v.name}): a variant's own seeds are for a study "
                                      "without a search; a search runs every variant on the study's seeds (and "
                                      "search.confirm.seeds)")
+        base = next(v for v in variants if v.name == (self.design.compare_to or variants[0].name))
+        base_seeds = base.seeds or self.seeds
+        for i, v in enumerate(variants):
+            lacking = [s for s in (v.seeds or self.seeds) if s not in base_seeds]
+            if lacking:
+                where = f"design.variants[{i}].seeds" if v.seeds else "seeds"
+                raise ValueError(f"{where} ({v.name}): seeds {lacking} are not among those of the base row "
+                                 f"{base.name!r} ({base_seeds}); every row is compared with the base seed by seed: "
+                                 "give the base each seed its rows run")
         return self
 
     @model_validator(mode="after")

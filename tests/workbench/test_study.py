@@ -94,6 +94,20 @@ def test_search_draws_per_variant_and_is_reproducible():
          "design.variants.0.seeds: List should have at least 1 item"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "seeds": [0], "set": {"seed": 0}}]}},
          "design.changes.0.seeds: Extra inputs are not permitted"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [0, 1, 1]}]}},
+         "design.variants.0.seeds: seed 1 is listed twice"),
+        ({"name": "s", "base": BASE, "seeds": [0, 2, 0], "design": {"kind": "variants", "variants": [{"name": "x"}]}},
+         "seeds: seed 0 is listed twice"),
+        ({"name": "s", "base": BASE, "seeds": [0, True], "design": {"kind": "variants", "variants": [{"name": "x"}]}},
+         "seeds.1: Input should be a valid integer"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [2**64]}]}},
+         "design.variants.0.seeds.0: Input should be less than 9223372036854775808"),
+        ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "compare_to": "b", "variants": [
+            {"name": "a", "seeds": [0, 1, 2], "set": {"train.lr": 0.01}}, {"name": "b"}]}},
+         "design.variants[0].seeds (a): seeds [2] are not among those of the base row 'b' ([0, 1])"),
+        ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "variants": [
+            {"name": "a", "seeds": [5]}, {"name": "b", "set": {"train.lr": 0.01}}]}},
+         "seeds (b): seeds [0, 1] are not among those of the base row 'a' ([5])"),
         ({"name": "both ' and \"", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]}},
          "name: a name may contain ' or \" but not both"),
     ],
@@ -110,16 +124,17 @@ def test_a_variant_runs_on_its_own_seeds_and_the_rest_on_the_studys():
 
     spec = study({"kind": "variants", "compare_to": "base", "variants": [
         {"name": "far", "seeds": [0, 1], "set": {"model.attention.qk_norm": "none"}},
-        {"name": "base", "set": {"seed": 0}},
-        {"name": "close", "seeds": [0, 1, 2, 3, 4], "set": {"model.attention.kv_shift": "none"}}]}, seeds=[0, 1, 2])
+        {"name": "base", "seeds": [0, 1, 2, 3, 4]},  # no edits: the base trial itself
+        {"name": "close", "set": {"model.attention.kv_shift": "none"}}]}, seeds=[0, 1, 2])
     trials = expand(spec)
-    assert [(t.variant, t.seed) for t in trials] == [("far", 0), ("far", 1), ("base", 0), ("base", 1), ("base", 2)] + [
-        ("close", s) for s in range(5)]
-    assert variant_seeds(spec) == {"far": [0, 1], "base": [0, 1, 2], "close": [0, 1, 2, 3, 4]}
+    assert [(t.variant, t.seed) for t in trials] == [("far", 0), ("far", 1)] + [("base", s) for s in range(5)] + [
+        ("close", s) for s in range(3)]
+    assert trials[2].spec.model.attention.qk_norm.kind == "rmsnorm"  # the base's preset, unedited
+    assert variant_seeds(spec) == {"far": [0, 1], "base": [0, 1, 2, 3, 4], "close": [0, 1, 2]}
     # Readers without the file (wb results NAME) learn each row's seeds from the parent run's tags.
     tags = design_tags(spec)
     assert json.loads(tags["seeds"]) == [0, 1, 2]
-    assert json.loads(tags["variant_seeds"]) == {"far": [0, 1], "close": [0, 1, 2, 3, 4]}
+    assert json.loads(tags["variant_seeds"]) == {"far": [0, 1], "base": [0, 1, 2, 3, 4]}
     assert "variant_seeds" not in design_tags(study({"kind": "variants", "variants": [{"name": "a", "seeds": [0], "set": {"seed": 0}}]}))
 
 
