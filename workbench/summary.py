@@ -31,6 +31,8 @@ def report(study, run, command: str) -> int:
 def resume_note(stopped: list) -> str:
     """What a rerun does with the trials stopped mid-way: those that write checkpoints
     (train.checkpoint_every_tokens) resume from their last one, the others start again."""
+    if not stopped:
+        return "no trial was stopped mid-way"
     saving = [t for t in stopped if t.spec.train.checkpoint_every_tokens]
     if len(saving) == len(stopped):
         return "stopped trials resume from their last checkpoint"

@@ -125,4 +125,5 @@ def test_a_stopped_study_says_whether_its_trials_resume_or_start_again():
     saving = [dataclasses.replace(t, spec=t.spec.model_copy(update={"train": t.spec.train.model_copy(
         update={"checkpoint_every_tokens": 1000})})) for t in trials[:2]]
     assert resume_note(saving) == "stopped trials resume from their last checkpoint"
+    assert resume_note([]) == "no trial was stopped mid-way"  # a stop before any trial started
     assert resume_note([saving[0], trials[1]]).startswith("1 stopped trial(s) resume from their last checkpoint, 1 start again")
