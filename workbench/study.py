@@ -291,14 +291,13 @@ class StudySpec(Spec):
                     raise ValueError(f"design.variants[{i}].seeds ({v.name}): a variant's own seeds are for a study "
                                      "without a search; a search runs every variant on the study's seeds (and "
                                      "search.confirm.seeds)")
-        base = next(v for v in variants if v.name == (self.design.compare_to or variants[0].name))
-        base_seeds = base.seeds or self.seeds
+        seeds_of, base = variant_seeds(self), base_variant(self.design)
         for i, v in enumerate(variants):
-            lacking = [s for s in (v.seeds or self.seeds) if s not in base_seeds]
+            lacking = [s for s in seeds_of[v.name] if s not in seeds_of[base]]
             if lacking:
                 where = f"design.variants[{i}].seeds" if v.seeds else "seeds"
                 raise ValueError(f"{where} ({v.name}): seeds {lacking} are not among those of the base row "
-                                 f"{base.name!r} ({base_seeds}); every row is compared with the base seed by seed: "
+                                 f"{base!r} ({seeds_of[base]}); every row is compared with the base seed by seed: "
                                  "give the base each seed its rows run")
         return self
 
@@ -333,6 +332,12 @@ def variant_seeds(study: "StudySpec") -> dict[str, list[int]]:
     own = {v.name: list(v.seeds) for v in study.design.variants if v.seeds is not None} \
         if isinstance(study.design, VariantsDesign) else {}
     return {name: own.get(name, list(study.seeds)) for name in variant_names(study)}
+
+
+def own_seeds(study: "StudySpec") -> dict[str, list[int]]:
+    """The variants whose seeds are not the study's -> their seeds (the parent run's tag
+    ``variant_seeds``, and the table's rows of seeds of their own)."""
+    return {v: s for v, s in variant_seeds(study).items() if s != list(study.seeds)}
 
 
 def variant_names(study: "StudySpec") -> list[str]:
@@ -574,7 +579,7 @@ def design_tags(study) -> dict[str, str]:
     in order, the seeds, alpha). A list too long for a tag is left out (readers fall back)."""
     tags = {"variants": json.dumps(variant_names(study)), "seeds": json.dumps(list(study.seeds)),
             "alpha": repr(study.alpha), "design_kind": study.design.kind}
-    own = {v: s for v, s in variant_seeds(study).items() if s != list(study.seeds)}
+    own = own_seeds(study)
     if own:
         tags["variant_seeds"] = json.dumps(own)
     if study.search is not None:  # the search's rows in the plan's order (their start order varies)

@@ -83,11 +83,11 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
     seen = _oldest_first(runs)
     tags = parent_tags or {}
     if study is not None:
-        from workbench.study import base_variant, expand, variant_names, variant_seeds
+        from workbench.study import base_variant, expand, own_seeds, variant_names
 
         order, design_base, seeds, alpha = variant_names(study), base_variant(study.design), list(study.seeds), study.alpha
         planned = _planned(expand(study), order)
-        own = {v: s for v, s in variant_seeds(study).items() if s != seeds}
+        own = own_seeds(study)
         row_order = []  # the plan's rows come first in row_keys
         source = "the design's"
     else:
