@@ -12,7 +12,9 @@ variant at one search point; its value over a span is the mean over the span's p
 mean over the seeds whose result file is there (the count is printed). Prints a Markdown table.
 With ``--base ROW``, a second table gives each other row's paired difference from that row over
 each span: the mean over the seeds both rows have of the per-seed differences of span means, its
-95% t CI and the paired t-test's p (workbench.stats.paired).
+95% t CI and the paired t-test's p (workbench.stats.paired). With ``--seeds ROW``, a table of
+that row's seeds, best val_ppl first, each with its span means: whether a row's slow seeds lose
+over the whole context or only far into it.
 """
 from __future__ import annotations
 
@@ -31,15 +33,17 @@ def spans_by_row(frame: pl.DataFrame, found: dict[str, dict], edges: list[int]) 
     its seeds and span means."""
     out = []
     for (row,), rows in results.with_row_labels(frame).group_by(["row"], maintain_order=True):
-        by_seed = {seed: found[h]["per_position_loss"]
-                   for seed, h in rows.sort("seed").select("seed", "spec_hash").unique(maintain_order=True).iter_rows() if h in found}
+        hashes = {seed: h for seed, h in rows.sort("seed").select("seed", "spec_hash").unique(maintain_order=True).iter_rows()
+                  if h in found}
+        by_seed = {seed: found[h]["per_position_loss"] for seed, h in hashes.items()}
         if not by_seed or len({len(c) for c in by_seed.values()}) != 1:
             continue
         per_seed = {seed: [float(np.mean(c[a:b])) if b <= len(c) else None for a, b in zip(edges[:-1], edges[1:])]
                     for seed, c in by_seed.items()}
         # A span's mean over seeds of the seeds' span means (the same equal-length curves' mean over both).
         spans = [None if v[0] is None else float(np.mean(v)) for v in zip(*per_seed.values())]
-        out.append({"row": row, "seeds": len(by_seed), "spans": spans, "per_seed": per_seed})
+        out.append({"row": row, "seeds": len(by_seed), "spans": spans, "per_seed": per_seed,
+                    "val_ppl": {seed: found[h].get("val_ppl") for seed, h in hashes.items()}})
     return out
 
 
@@ -66,6 +70,8 @@ def main(argv=None):
     ap.add_argument("--results", type=Path, required=True, help="a folder with trials/<spec_hash>/result.json")
     ap.add_argument("--spans", default="0,1024,2048,3072,4096", help="span edges in positions, comma-separated")
     ap.add_argument("--base", default=None, metavar="ROW", help="also pair every other row with this one, seed by seed")
+    ap.add_argument("--seeds", default=None, metavar="ROW", help="also list this row's seeds, best val_ppl first, "
+                                                                  "each with its span means")
     args = ap.parse_args(argv)
     edges = [int(e) for e in args.spans.split(",")]
     if len(edges) < 2 or edges != sorted(set(edges)) or edges[0] < 0:
@@ -84,10 +90,20 @@ def main(argv=None):
     for r in rows:
         cells = ["" if v is None else f"{v:.3f}" for v in r["spans"]]
         print(f"| {r['row']} | {r['seeds']} | " + " | ".join(cells) + " |")
+    for flag, row in (("--base", args.base), ("--seeds", args.seeds)):
+        if row is not None and row not in {r["row"] for r in rows}:
+            raise SystemExit(f"{flag} {row!r} is not a row with result files; the rows: {', '.join(r['row'] for r in rows)}")
+    if args.seeds is not None:
+        r = next(r for r in rows if r["row"] == args.seeds)
+        print(f"\n{args.seeds!r} by seed, best val_ppl first")
+        print("| seed | val_ppl | " + " | ".join(heads) + " |")
+        print("|---|---|" + "---|" * len(heads))
+        for seed in sorted(r["per_seed"], key=lambda s: (r["val_ppl"][s] is None, r["val_ppl"][s])):
+            cells = ["" if v is None else f"{v:.3f}" for v in r["per_seed"][seed]]
+            ppl = r["val_ppl"][seed]
+            print(f"| {seed} | {'' if ppl is None else f'{ppl:.3f}'} | " + " | ".join(cells) + " |")
     if args.base is None:
         return
-    if args.base not in {r["row"] for r in rows}:
-        raise SystemExit(f"--base {args.base!r} is not a row with result files; the rows: {', '.join(r['row'] for r in rows)}")
     print(f"\npaired with {args.base!r}: mean of the per-seed differences, 95% t CI (n seeds, paired t-test p)")
     print("| row minus base | " + " | ".join(heads) + " |")
     print("|---|" + "---|" * len(heads))

@@ -66,6 +66,38 @@ def test_position_spans_averages_each_rows_result_files_over_seeds_and_positions
     assert bad.returncode != 0 and "--spans '64,32'" in bad.stderr
 
 
+def test_position_spans_lists_a_rows_seeds_best_val_ppl_first_with_their_span_means(quickstart):
+    """--seeds ROW: that row's seeds ordered by their result file's val_ppl, each with the span
+    means of its own per_position_loss; an unknown row is refused naming the rows."""
+    import numpy as np
+
+    workdir, proc, _ = quickstart
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+    def spans(*extra):
+        return subprocess.run([sys.executable, "scripts/position_spans.py", "--workdir", str(workdir), "--study", "quickstart",
+                               "--results", str(workdir), "--spans", "0,32,128", *extra], capture_output=True, text=True,
+                              cwd=ROOT, timeout=300)
+
+    run = spans("--seeds", "FoX (Pro)")
+    assert run.returncode == 0, run.stderr[-2000:]
+    table = run.stdout.split("'FoX (Pro)' by seed, best val_ppl first")[1]
+    lines = [[c.strip() for c in l.split("|")[1:-1]] for l in table.splitlines() if l.startswith("| ") and not l.startswith("| seed")]
+    frame = results.trial_runs(workdir, "quickstart").filter((pl.col("status") == "FINISHED") & (pl.col("variant") == "FoX (Pro)"))
+    expected = []
+    for seed, h in frame.select("seed", "spec_hash").unique().iter_rows():
+        r = json.loads((workdir / "trials" / h / "result.json").read_text())
+        curve = np.array(r["per_position_loss"])
+        expected.append((r["val_ppl"], seed, curve[:32].mean(), curve[32:128].mean()))
+    expected.sort()
+    assert [int(l[0]) for l in lines] == [e[1] for e in expected]
+    for line, (ppl, _, a, b) in zip(lines, expected):
+        assert float(line[1]) == pytest.approx(ppl, abs=5e-4)
+        assert float(line[2]) == pytest.approx(a, abs=5e-4) and float(line[3]) == pytest.approx(b, abs=5e-4)
+    bad = spans("--seeds", "nope")
+    assert bad.returncode != 0 and "--seeds 'nope' is not a row" in bad.stderr and "FoX (Pro)" in bad.stderr
+
+
 def test_position_spans_pairs_each_row_with_a_base_seed_by_seed(quickstart):
     """--base: each other row's per-span difference from the base is the mean over seeds of the
     differences of each seed's span means, with its t CI; an unknown base is refused."""
