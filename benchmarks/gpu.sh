@@ -13,7 +13,9 @@
 #       in as wb-runs/stability.db or wb-runs/stability.db.xz resumes it (finished trials are kept;
 #       next to the 60 MB wheel folder a call carries about 5 MB more, so carry the .xz); the finished
 #       trials' result.json files come back in $OUT/stability-results.tgz; STABILITY_STUDY runs another
-#       study file. A store too large to carry beside the wheels (the context-length study's 108
+#       study file; STABILITY_STORE (default wb-runs/stability) names the carried store without its
+#       .db/.db.xz and STABILITY_WORKDIR (default /tmp/stability) the workdir, so that one call can
+#       run two studies, each in a store of its own (give each its own OUT too). A store too large to carry beside the wheels (the context-length study's 108
 #       trials: 7 MB) shrinks by a third without the metrics table's two secondary indexes, which
 #       this part rebuilds: python3 -c "import sqlite3; db = sqlite3.connect('S.db'); [db.execute(f'DROP
 #       INDEX {i}') for i in ('index_metrics_run_uuid', 'index_metrics_run_uuid_key_step')]; db.execute('VACUUM')"
@@ -58,11 +60,12 @@ for part in "${parts[@]}"; do
         > "$OUT/packing.log" 2>&1 || status=1
       tail -8 "$OUT/packing.log" ;;
     stability)
-      wd=/tmp/stability
+      wd=${STABILITY_WORKDIR:-/tmp/stability}
+      store=${STABILITY_STORE:-wb-runs/stability}
       mkdir -p "$wd"
-      [ -f wb-runs/stability.db ] && [ ! -f "$wd/mlflow.db" ] && cp wb-runs/stability.db "$wd/mlflow.db"
-      [ -f wb-runs/stability.db.xz ] && [ ! -f "$wd/mlflow.db" ] && python3 -c "import lzma, shutil, sys
-with lzma.open(sys.argv[1]) as src, open(sys.argv[2], 'wb') as dst: shutil.copyfileobj(src, dst)" wb-runs/stability.db.xz "$wd/mlflow.db"
+      [ -f "$store.db" ] && [ ! -f "$wd/mlflow.db" ] && cp "$store.db" "$wd/mlflow.db"
+      [ -f "$store.db.xz" ] && [ ! -f "$wd/mlflow.db" ] && python3 -c "import lzma, shutil, sys
+with lzma.open(sys.argv[1]) as src, open(sys.argv[2], 'wb') as dst: shutil.copyfileobj(src, dst)" "$store.db.xz" "$wd/mlflow.db"
       # A carried store may have had the metrics table's two secondary indexes dropped to fit the
       # carry limit (see the header); MLflow's queries want them back.
       [ -f "$wd/mlflow.db" ] && python3 -c "import sqlite3, sys
