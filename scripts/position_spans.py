@@ -14,7 +14,8 @@ With ``--base ROW``, a second table gives each other row's paired difference fro
 each span: the mean over the seeds both rows have of the per-seed differences of span means, its
 95% t CI and the paired t-test's p (workbench.stats.paired). With ``--seeds ROW``, a table of
 that row's seeds, best val_ppl first, each with its span means: whether a row's slow seeds lose
-over the whole context or only far into it.
+over the whole context or only far into it. ``--json PATH`` also writes the numbers: each row's
+seeds, span means and per-seed span means, and with ``--base`` the paired differences.
 """
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ def main(argv=None):
     ap.add_argument("--base", default=None, metavar="ROW", help="also pair every other row with this one, seed by seed")
     ap.add_argument("--seeds", default=None, metavar="ROW", help="also list this row's seeds, best val_ppl first, "
                                                                   "each with its span means")
+    ap.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = ap.parse_args(argv)
     edges = [int(e) for e in args.spans.split(",")]
     if len(edges) < 2 or edges != sorted(set(edges)) or edges[0] < 0:
@@ -102,12 +104,19 @@ def main(argv=None):
             cells = ["" if v is None else f"{v:.3f}" for v in r["per_seed"][seed]]
             ppl = r["val_ppl"][seed]
             print(f"| {seed} | {'' if ppl is None else f'{ppl:.3f}'} | " + " | ".join(cells) + " |")
+    paired = [] if args.base is None else paired_spans(rows, args.base)
+    if args.json:
+        args.json.write_text(json.dumps({
+            "study": args.study, "spans": [[a, b] for a, b in zip(edges[:-1], edges[1:])], "base": args.base,
+            "rows": [{"row": r["row"], "seeds": r["seeds"], "spans": r["spans"],
+                      "per_seed": {str(seed): v for seed, v in r["per_seed"].items()}} for r in rows],
+            "paired": [{"row": r["row"], "spans": [d._asdict() for d in r["spans"]]} for r in paired]}, indent=1) + "\n")
     if args.base is None:
         return
     print(f"\npaired with {args.base!r}: mean of the per-seed differences, 95% t CI (n seeds, paired t-test p)")
     print("| row minus base | " + " | ".join(heads) + " |")
     print("|---|" + "---|" * len(heads))
-    for r in paired_spans(rows, args.base):
+    for r in paired:
         cells = ["" if d.delta is None else f"{d.delta:+.3f}" + (f" ±{d.half_width:.3f}" if d.half_width is not None else "")
                  + f" (n {d.n}" + (f", p {d.p:.2g})" if d.p is not None else ")") for d in r["spans"]]
         print(f"| {r['row']} | " + " | ".join(cells) + " |")

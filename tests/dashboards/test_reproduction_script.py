@@ -98,16 +98,18 @@ def test_position_spans_lists_a_rows_seeds_best_val_ppl_first_with_their_span_me
     assert bad.returncode != 0 and "--seeds 'nope' is not a row" in bad.stderr and "FoX (Pro)" in bad.stderr
 
 
-def test_position_spans_pairs_each_row_with_a_base_seed_by_seed(quickstart):
+def test_position_spans_pairs_each_row_with_a_base_seed_by_seed(quickstart, tmp_path):
     """--base: each other row's per-span difference from the base is the mean over seeds of the
-    differences of each seed's span means, with its t CI; an unknown base is refused."""
+    differences of each seed's span means, with its t CI; --json writes the same numbers; an
+    unknown base is refused."""
     import numpy as np
     from scipy import stats as sstats
 
     workdir, proc, _ = quickstart
     assert proc.returncode == 0, proc.stderr[-2000:]
+    out = tmp_path / "spans.json"
     run = subprocess.run([sys.executable, "scripts/position_spans.py", "--workdir", str(workdir), "--study", "quickstart",
-                          "--results", str(workdir), "--spans", "0,32,128", "--base", "FoX (Pro)"],
+                          "--results", str(workdir), "--spans", "0,32,128", "--base", "FoX (Pro)", "--json", str(out)],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     paired = run.stdout.split("paired with 'FoX (Pro)'")[1]
@@ -124,6 +126,13 @@ def test_position_spans_pairs_each_row_with_a_base_seed_by_seed(quickstart):
     half = sstats.t.ppf(0.975, 1) * d.std(ddof=1) / np.sqrt(2)
     assert float(cell.split()[1].lstrip("±")) == pytest.approx(half, abs=5e-4)
     assert "(n 2," in cell
+    written = json.loads(out.read_text())
+    assert written["spans"] == [[0, 32], [32, 128]] and written["base"] == "FoX (Pro)"
+    kv = next(r for r in written["paired"] if r["row"] == "FoX (Pro) - KV-shift")["spans"][1]
+    assert kv["delta"] == pytest.approx(d.mean(), abs=1e-9) and kv["n"] == 2
+    assert kv["half_width"] == pytest.approx(half, abs=1e-9)
+    base_row = next(r for r in written["rows"] if r["row"] == "FoX (Pro)")
+    assert base_row["per_seed"]["1"][1] == pytest.approx(span("FoX (Pro)", 1, 32, 128), abs=1e-9)
     bad = subprocess.run([sys.executable, "scripts/position_spans.py", "--workdir", str(workdir), "--study", "quickstart",
                           "--results", str(workdir), "--base", "nope"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert bad.returncode != 0 and "--base 'nope'" in bad.stderr and "FoX (Pro)" in bad.stderr
