@@ -41,6 +41,14 @@ class Change(Spec):
     name: str = Field(min_length=1)
     set: dict[str, Any] = Field(min_length=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _own_seeds_are_a_variants_design_s(cls, data):
+        if isinstance(data, dict) and "seeds" in data and "seeds" not in cls.model_fields:
+            raise ValueError("seeds: a row runs seeds of its own only in a variants design (design.kind: variants, "
+                             "`seeds:` beside a variant's `set:`); here every row runs the study's seeds")
+        return data
+
 
 class GridDesign(Spec):
     kind: Literal["grid"]
