@@ -27,7 +27,8 @@ def _spike_cell(r: dict) -> str:
     if r.get("runs_spiked") is None:
         return ""
     mark = "!" if r["runs_spiked"] else ""
-    return f"{r['runs_spiked']}/{r['finished']}{mark} max {_num(r['grad_norm_max'], '.3g')}"
+    # "k of n", not "k/n": the seeds column's k/n! counts seeds against those asked.
+    return f"{r['runs_spiked']} of {r['finished']}{mark} max {_num(r['grad_norm_max'], '.3g')}"
 
 
 def _p_cell(p, alpha: float) -> str:
@@ -95,7 +96,7 @@ def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, ch
             if info.variant_seeds else info.seeds
         notes.append(f"k/n!: k finished seeds where the study asks for n ({asks})")
     if any(r["runs_spiked"] for r in rows):
-        notes.append(f"k/n! in spikes: k of n runs spiked. {SPIKES}")
+        notes.append(f"k of n! in spikes: k of n runs spiked. {SPIKES}")
     elif any(r["runs_spiked"] is not None for r in rows):
         notes.append(SPIKES)
     if any(r["kinds"] for r in rows):
