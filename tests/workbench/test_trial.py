@@ -90,14 +90,23 @@ def start_wb_train(trial, out, until, seconds):
     return proc
 
 
-def test_a_killed_run_resumes_to_the_same_loss_curve_bit_for_bit(tmp_path):
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory):
+    """A 24-step trial at the default thread count with a checkpoint every 8 steps, trained without
+    a break: the trial file and its output folder (the two tests below compare other runs with it)."""
+    folder = tmp_path_factory.mktemp("straight")
+    trial = small_trial(folder, tokens=24_576, warmup_tokens=8192, checkpoint_every_tokens=8192, cpu_threads=None)
+    run = wb_train(trial, folder / "out")
+    assert run.returncode == 0, run.stderr[-2000:]
+    return trial, folder / "out"
+
+
+def test_a_killed_run_resumes_to_the_same_loss_curve_bit_for_bit(tmp_path, straight_run):
     """At the default thread count, in separate processes (README, **A trial**; docs/determinism.md):
     the resumed run's loss curve and result are the uninterrupted run's, bit for bit, on the same
     thread count (the flake of issue 20 was a resume on one thread of a two-thread run: the next
     test shows the comparison sees that)."""
-    trial = small_trial(tmp_path, tokens=24_576, warmup_tokens=8192, checkpoint_every_tokens=8192, cpu_threads=None)
-    straight = wb_train(trial, tmp_path / "straight")
-    assert straight.returncode == 0, straight.stderr[-2000:]
+    trial, straight = straight_run
     out = tmp_path / "killed"
     proc = start_wb_train(trial, out, until=out / "checkpoint.pt", seconds=60)
     os.kill(proc.pid, signal.SIGKILL)
@@ -108,29 +117,28 @@ def test_a_killed_run_resumes_to_the_same_loss_curve_bit_for_bit(tmp_path):
     # it says so, at the checkpoint's step and tokens
     assert re.search(r"resuming from its checkpoint at step [\d,]+, [\d,]+/24,576 tokens", resumed.stderr), resumed.stderr[-2000:]
     a = json.loads((out / "result.json").read_text())
-    b = json.loads((tmp_path / "straight" / "result.json").read_text())
+    b = json.loads((straight / "result.json").read_text())
     assert a["device"] == b["device"]  # "cpu (N threads)": the bits are those of N threads
-    assert curve(out) == curve(tmp_path / "straight")
-    rows = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    assert curve(out) == curve(straight)
+    rows = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 24 and all(r["step_ms"] > 0 for r in rows)  # each step's time, for its slow ones
     assert a["val_loss"] == b["val_loss"]
 
 
-def test_another_thread_count_is_another_curve_where_the_cpu_rounds_by_it(tmp_path):
+def test_another_thread_count_is_another_curve_where_the_cpu_rounds_by_it(tmp_path, straight_run):
     """Where the thread count is part of the arithmetic (docs/determinism.md: a 2-core Xeon), a run
     on one thread is a rounding apart from the default count's within a few steps, and the bitwise
     comparison above sees it. Some CPUs give the same bits on 1 and 2 threads at this size (an
     AMD EPYC): there is nothing to tell apart, and the test says so rather than passing."""
-    straight = wb_train(small_trial(tmp_path, tokens=24_576, warmup_tokens=8192, cpu_threads=None), tmp_path / "straight")
-    assert straight.returncode == 0, straight.stderr[-2000:]
-    if json.loads((tmp_path / "straight" / "result.json").read_text())["device"] == "cpu (1 threads)":
+    _, straight = straight_run
+    if json.loads((straight / "result.json").read_text())["device"] == "cpu (1 threads)":
         pytest.skip("the default thread count here is 1: no other count to compare with")
     one = tmp_path / "one"
     one.mkdir()
     assert wb_train(small_trial(one, tokens=24_576, warmup_tokens=8192, cpu_threads=1), one / "out").returncode == 0
     # The count each ran is recorded: what the resume test compares before the bits.
     assert json.loads((one / "out" / "result.json").read_text())["device"] == "cpu (1 threads)"
-    if curve(one / "out") == curve(tmp_path / "straight"):
+    if curve(one / "out") == curve(straight):
         pytest.skip("each run's thread count is recorded (checked); this CPU gives the same bits on 1 thread as on "
                     "the default count over 24 steps, so there is no rounding apart to see")
 
