@@ -61,6 +61,10 @@ def _delta_cell(r: dict, alpha: float, holm: bool) -> str:
     if r["paired_n"] and r["paired_ci95"] is not None:
         paired = (f'<br><span class="paired" title="mean of the per-seed differences from {esc(r["base_row"])}, '
                   f'{r["paired_n"]} seeds">paired {r["paired_delta"]:+.3f} &plusmn; {r["paired_ci95"]:.3f}</span>')
+    elif r.get("test") == "welch" and r.get("welch_ci95") is not None:
+        paired = (f'<br><span class="paired" title="Welch, unpaired: the difference of the means over '
+                  f'{r["n_seeds"]} and {r["base_n_seeds"]} seeds of {esc(r["base_row"])}">Welch '
+                  f'{r["delta"]:+.3f} &plusmn; {r["welch_ci95"]:.3f}</span>')
     return f'<td class="num">{r["delta"]:+.3f}{star}{paired}{vs}</td>'
 
 
@@ -86,7 +90,8 @@ def ablation_table(rows: pl.DataFrame, info: table.StudyInfo, metric: str = "val
                     f'<td class="num">{seeds}</td><td class="num value">{value}</td>{_delta_cell(r, info.alpha, holm)}'
                     f'<td class="num">{p_text}</td><td class="num mde">{mde}</td>{_runs_cell(r)}{_spikes_cell(r)}'
                     f'<td class="num workers">{esc(r.get("workers") or "")}</td></tr>')
-    p_head = "p (paired, Holm)" if holm else "p (paired)"
+    test = "paired or Welch" if "welch" in rows["test"].to_list() else "paired"
+    p_head = f"p ({test}, Holm)" if holm else f"p ({test})"
     return (f'<table class="ablation"><thead><tr><th>Variant</th>{head}<th>Params</th><th>Seeds</th>'
             f"<th>{esc(metric)} (mean &plusmn; 95% CI)</th><th>&Delta; vs {esc(info.base)}</th><th>{p_head}</th>"
             f'<th>MDE</th><th>Runs</th><th>Spikes</th><th title="processes per trial (Ray Train)">Workers</th></tr></thead>'

@@ -41,8 +41,9 @@ def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = 
     # Trials of more than one worker (Ray Train): how many, per row; one-process studies show no column.
     several = table.height > 0 and any(w not in (None, "1") for w in table["workers"].to_list())
     chosen = table.height > 0 and any(c is not None for c in table["chosen"].to_list())
+    welch = table.height > 0 and "welch" in table["test"].to_list()
     head = ["row"] + (["chosen"] if chosen else []) + ["seeds", f"{metric} mean", "95% CI", "delta"] + (["vs"] if search else []) + [
-        "paired delta ± 95% CI (n)", "p (Holm)" if holm else "p", "MDE", "runs", "spikes", "kinds"] + (
+        "paired or Welch delta ± 95% CI (n)" if welch else "paired delta ± 95% CI (n)", "p (Holm)" if holm else "p", "MDE", "runs", "spikes", "kinds"] + (
         ["workers"] if several else [])
     lines = [head]
     for r in table.iter_rows(named=True):
@@ -51,6 +52,8 @@ def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = 
         paired = ""
         if r["paired_n"]:
             paired = f"{r['paired_delta']:+.3f} ±{_num(r['paired_ci95'], '.3f', 'n/a')} ({r['paired_n']})"
+        elif r["test"] == "welch" and r["delta"] is not None:
+            paired = f"{r['delta']:+.3f} ±{_num(r['welch_ci95'], '.3f', 'n/a')} (W {r['n_seeds']} & {r['base_n_seeds']})"
         vs = [r["base_row"] or "—"] if search else []
         if search and r["comparison"] == "base":
             vs = [""]
@@ -82,6 +85,11 @@ def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, ch
              f"p: two-sided paired t-test{', Holm-adjusted over the rows compared' if holm else ''}, * below alpha; "
              f"MDE: the smallest true difference that test detects with 80% power at alpha {info.alpha:g}, "
              "given the spread of the differences and n (docs/statistics.md)"]
+    if any(r["test"] == "welch" for r in rows):
+        notes.append("W k & m: Welch's unpaired comparison, for a row compared with the base unpaired (a variant "
+                     "declared `test: welch`, as row or base): the difference of the means over the row's k seeds "
+                     "and the base's m, its 95% CI on the Welch-Satterthwaite df, Welch's two-sided p, and the MDE "
+                     "of Welch's test from each row's own spread and seeds")
     if search:
         kinds = {r["comparison"] for r in rows}
         if SAME_POINT in kinds:
@@ -141,22 +149,34 @@ def comparison_lines(frame: pl.DataFrame, a: str, b: str, metric: str, only_a: l
 
 
 def seeds_lines(table: pl.DataFrame, info: StudyInfo, metric: str, fraction: float) -> list[str]:
-    """Per compared row: the seeds the paired test needs to detect an effect of ``fraction`` of the
-    base's mean with 80% power at the study's alpha, given the spread of the per-seed differences
-    the pilot runs measured; and the power the study's own seeds have (a tune-then-confirm
-    study's: its confirmation's). Rows with fewer than two paired seeds (a search point run on one
-    seed) have no spread to estimate from and are left out; with confirmation rows, only they are
-    listed (the search row at a chosen point holds the same trials)."""
+    """Per compared row: the seeds its test needs to detect an effect of ``fraction`` of the
+    base's mean with 80% power at the study's alpha, given the spread the pilot runs measured; and
+    the power the study's own seeds have (a tune-then-confirm study's: its confirmation's). Paired:
+    the seeds of both, from the spread of the per-seed differences. Welch (a row compared unpaired):
+    the seeds of the variant declared ``test: welch``, the other's as the study asks, from each
+    row's own spread. Rows with fewer than two paired seeds (a search point run on one seed), or a
+    Welch row with fewer than two seeds on either side, have no spread to estimate from and are left
+    out; with confirmation rows, only they are listed (the search row at a chosen point holds the
+    same trials)."""
     means = dict(table.select("row", "mean").iter_rows())
     confirmed = "chosen" in table.columns and table["chosen"].drop_nulls().len() > 0
     seeds = info.confirm_seeds or info.seeds or []
     whose = "the confirmation's" if info.confirm_seeds else "the study's"
-    head = [["row", "vs", "pilot seeds (paired)", "sd of differences", "effect", "seeds needed", "power now"]]
+    head = [["row", "vs", "pilot seeds", "sd", "effect", "seeds needed", "power now"]]
+    welch = False
     for r in table.iter_rows(named=True):
-        if r["comparison"] in (None, "base") or (r["paired_n"] or 0) < 2 or (confirmed and r["chosen"] is None):
+        if r["comparison"] in (None, "base") or (confirmed and r["chosen"] is None):
+            continue
+        effect = stats.effect_from_fraction(fraction, means.get(r["base_row"]))
+        if r["test"] == "welch":
+            if (r["n_seeds"] or 0) < 2 or (r["base_n_seeds"] or 0) < 2:
+                continue
+            welch = True
+            head.append([r["row"], r["base_row"], *_welch_seeds(r, info, effect)])
+            continue
+        if (r["paired_n"] or 0) < 2:
             continue
         sd, n = r["paired_sd"], r["paired_n"]
-        effect = stats.effect_from_fraction(fraction, means.get(r["base_row"]))
         needed = stats.seeds_needed_paired(effect, sd, info.alpha) if effect is not None else None
         planned = len(seeds) if info.confirm_seeds else _shared_seeds(info, r["variant"], r["base_row"])
         now = stats.power_paired(effect, sd, planned, info.alpha) if effect is not None and planned >= 2 else None
@@ -168,10 +188,34 @@ def seeds_lines(table: pl.DataFrame, info: StudyInfo, metric: str, fraction: flo
     widths = [max(len(line[c]) for line in head) for c in range(len(head[0]))]
     text = ["  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]) for line in head]
     own = " (a row with seeds of its own: those it shares with its vs row)" if info.variant_seeds and not info.confirm_seeds else ""
+    notes = [f"power now: with {whose} {len(seeds)} seeds{own}; a spread from 2-3 pilot seeds is itself uncertain "
+             "(docs/statistics.md)"]
+    if welch:
+        notes.append("W: compared unpaired (a variant declared `test: welch`): pilot seeds and sd of the row & of "
+                     "its vs row; seeds needed of the declared one (named), the other's as the study asks; power "
+                     "now with the seeds the study asks of each; '> 1000': the other's own error bounds the power")
     return [f"seeds to detect a {metric} difference of {100 * fraction:g}% of the mean of the base's row (vs) "
-            f"with 80% power, paired t-test at alpha {info.alpha:g}, from the pilot runs' spread:"] + text + [
-        f"power now: with {whose} {len(seeds)} seeds{own}; a spread from 2-3 pilot seeds is itself uncertain "
-        "(docs/statistics.md)"]
+            f"with 80% power at alpha {info.alpha:g} (paired t-test; W: Welch's), from the pilot runs' spread "
+            "(paired: sd of the per-seed differences):"] + text + notes
+
+
+def _welch_seeds(r: dict, info: StudyInfo, effect: float | None) -> list[str]:
+    """A Welch row's cells of the seeds table: pilot seeds and sds of the row & its vs row, the
+    effect, the seeds the declared side needs (the other's as planned) and the power now."""
+    sd_row, sd_base, n_row, n_base = r["sd"], r["base_sd"], r["n_seeds"], r["base_n_seeds"]
+    base_variant = info.base
+    asked_row = len(info.seeds_of(r["variant"]) or []) or n_row
+    asked_base = len(info.seeds_of(base_variant) or []) or n_base
+    # The side whose seeds are solved for: the declared one (the row where both are).
+    solve_row = r["variant"] in info.welch or base_variant not in info.welch
+    needed, who = None, r["variant"] if solve_row else base_variant
+    if effect is not None:
+        needed = (stats.seeds_needed_welch(effect, sd_row, sd_base, max(asked_base, 2), info.alpha) if solve_row
+                  else stats.seeds_needed_welch(effect, sd_base, sd_row, max(asked_row, 2), info.alpha))
+    now = stats.power_welch(effect, sd_row, max(asked_row, 2), sd_base, max(asked_base, 2), info.alpha) \
+        if effect is not None else None
+    return [f"W {n_row} & {n_base}", f"{_num(sd_row, '.4g', 'n/a')} & {_num(sd_base, '.4g', 'n/a')}",
+            _num(effect, ".4g", "n/a"), f"{needed or 'n/a'} of {who}", _num(now, ".2f", "n/a")]
 
 
 def _shared_seeds(info: StudyInfo, variant: str, base: str) -> int:

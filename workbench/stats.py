@@ -1,6 +1,6 @@
 """Statistics over seeds, on numpy and scipy: the mean and its confidence interval, the paired and
-the unpaired (Welch) comparison with a base, the power of those tests and the minimal detectable
-effect (MDE), the seeds an effect needs, effects stated as fractions, and Holm's correction.
+the unpaired (Welch) comparison with a base, the power of those tests (Welch's with unequal spreads
+and seeds too) and the minimal detectable effect (MDE), the seeds an effect needs, effects stated as fractions, and Holm's correction.
 Pure functions on plain numbers; ``docs/statistics.md`` gives the formulas and what they assume.
 
 Values are in the metric's own units (perplexity, nats of loss, tokens/s); n counts seeds. Data a
@@ -302,6 +302,84 @@ def loss_effect_of_ppl_fraction(fraction: float) -> float:
     if not fraction > -1:
         raise ValueError(f"fraction must be > -1 (a perplexity stays positive), got {fraction!r}")
     return math.log1p(fraction)
+
+
+def _welch_design(sd_a: float, n_a: int, sd_b: float, n_b: int) -> tuple[float, float]:
+    """(Welch-Satterthwaite df, standard error of the difference of the means) of two samples."""
+    va, vb = sd_a ** 2 / n_a, sd_b ** 2 / n_b
+    return (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1)), math.sqrt(va + vb)
+
+
+def _welch_inputs(sd_a, n_a, sd_b, n_b) -> bool:
+    """Check the counts (``ValueError`` naming them); False when an sd is unknown."""
+    _check_n("n_a", n_a)
+    _check_n("n_b", n_b)
+    if _missing(sd_a) or _missing(sd_b):
+        return False
+    for name, sd in (("sd_a", sd_a), ("sd_b", sd_b)):
+        if sd < 0:
+            raise ValueError(f"{name} must be >= 0, got {sd!r}")
+    return True
+
+
+def power_welch(effect: float, sd_a: float | None, n_a: int, sd_b: float | None, n_b: int,
+                alpha: float = 0.05) -> float | None:
+    """Power of two-sided Welch's test to detect a true difference ``effect`` between two samples
+    of ``n_a`` and ``n_b`` seeds with standard deviations ``sd_a`` and ``sd_b`` (unequal): the
+    noncentral t on the Welch-Satterthwaite df with ncp = effect / sqrt(sd_a^2/n_a + sd_b^2/n_b),
+    the usual approximation (exact for equal variances and n). None when effect or an sd is unknown."""
+    _check_fraction("alpha", alpha)
+    if not _welch_inputs(sd_a, n_a, sd_b, n_b) or _missing(effect):
+        return None
+    if sd_a == 0 and sd_b == 0:
+        return 1.0 if effect != 0 else alpha
+    df, se = _welch_design(sd_a, n_a, sd_b, n_b)
+    return _power_ncp(abs(effect) / se, df, alpha)
+
+
+def mde_welch(sd_a: float | None, n_a: int, sd_b: float | None, n_b: int, alpha: float = 0.05,
+              power: float = 0.8) -> float | None:
+    """Minimal detectable effect of Welch's test between samples of ``n_a`` and ``n_b`` seeds with
+    standard deviations ``sd_a`` and ``sd_b``: the difference ``power_welch`` gives ``power`` at.
+    0.0 when both sds are 0; None when one is unknown."""
+    _check_fraction("alpha", alpha)
+    _check_fraction("power", power)
+    if power <= alpha:
+        raise ValueError(f"power must exceed alpha ({alpha}): a zero effect is rejected at rate alpha; got {power!r}")
+    if not _welch_inputs(sd_a, n_a, sd_b, n_b):
+        return None
+    if sd_a == 0 and sd_b == 0:
+        return 0.0
+    df, se = _welch_design(sd_a, n_a, sd_b, n_b)
+    hi = 1.0
+    while _power_ncp(hi, df, alpha) < power:
+        hi *= 2
+    return optimize.brentq(lambda c: _power_ncp(c, df, alpha) - power, 0.0, hi, xtol=1e-12, rtol=1e-12) * se
+
+
+def seeds_needed_welch(effect: float, sd: float | None, sd_other: float | None, n_other: int,
+                       alpha: float = 0.05, power: float = 0.8, cap: int = 1000) -> SeedsNeeded:
+    """Seeds one sample (standard deviation ``sd``) needs for Welch's test to detect ``effect``
+    with at least ``power`` against another of ``n_other`` seeds and ``sd_other``, which stays as
+    it is: where one row's spread swamps the other's, only its seeds buy power. Past a point the
+    other's own error bounds the power; then even ``cap`` seeds fall short ("> cap")."""
+    _check_fraction("alpha", alpha)
+    _check_fraction("power", power)
+    _check_n("cap", cap)
+    _check_n("n_other", n_other)
+    if _missing(effect) or _missing(sd) or _missing(sd_other):
+        return SeedsNeeded(None, None, cap, False)
+
+    def reached(n: int) -> float:
+        return power_welch(effect, sd, n, sd_other, n_other, alpha)
+
+    if reached(cap) < power:
+        return SeedsNeeded(None, None, cap, True)
+    lo, hi = 1, cap
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if mid >= 2 and reached(mid) >= power else (mid, hi)
+    return SeedsNeeded(hi, reached(hi), cap, False)
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:

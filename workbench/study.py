@@ -47,6 +47,9 @@ class Change(Spec):
         if isinstance(data, dict) and "seeds" in data and "seeds" not in cls.model_fields:
             raise ValueError("seeds: a row runs seeds of its own only in a variants design (design.kind: variants, "
                              "`seeds:` beside a variant's `set:`); here every row runs the study's seeds")
+        if isinstance(data, dict) and "test" in data and "test" not in cls.model_fields:
+            raise ValueError("test: a row picks its test only in a variants design (design.kind: variants, "
+                             "`test: welch` beside a variant's `set:`); here every row is compared paired by seed")
         return data
 
 
@@ -83,10 +86,13 @@ def _check_compare_to(compare_to: str | None, variants: list[Change]) -> None:
 class Variant(Change):
     """A variants design's row: a named set of edits (none: the base trial itself), on the study's
     ``seeds`` unless it names its own (the seeds a power analysis asks for this row: ``wb run
-    --dry-run --effect``)."""
+    --dry-run --effect``). ``test`` is how it is compared: ``paired`` by seed (the default), or
+    ``welch``: unpaired, over all the seeds of each row, for a row whose own spread swamps what the
+    pairing cancels (it may then run seeds the base does not; docs/statistics.md)."""
 
     set: dict[str, Any] = {}
     seeds: Seeds | None = None
+    test: Literal["paired", "welch"] = "paired"
 
 
 class VariantsDesign(Spec):
@@ -300,13 +306,17 @@ class StudySpec(Spec):
                                      "without a search; a search runs every variant on the study's seeds (and "
                                      "search.confirm.seeds)")
         seeds_of, base = variant_seeds(self), base_variant(self.design)
+        unpaired = welch_variants(self)
         for i, v in enumerate(variants):
+            if v.name in unpaired or base in unpaired:
+                continue  # compared unpaired: its seeds need not be the base's
             lacking = [s for s in seeds_of[v.name] if s not in seeds_of[base]]
             if lacking:
                 where = f"design.variants[{i}].seeds" if v.seeds else "seeds"
                 raise ValueError(f"{where} ({v.name}): seeds {lacking} are not among those of the base row "
                                  f"{base!r} ({seeds_of[base]}); every row is compared with the base seed by seed: "
-                                 "give the base each seed its rows run")
+                                 "give the base each seed its rows run, or compare the row unpaired "
+                                 "(`test: welch` beside its `set:`)")
         return self
 
     @model_validator(mode="after")
@@ -340,6 +350,14 @@ def variant_seeds(study: "StudySpec") -> dict[str, list[int]]:
     own = {v.name: list(v.seeds) for v in study.design.variants if v.seeds is not None} \
         if isinstance(study.design, VariantsDesign) else {}
     return {name: own.get(name, list(study.seeds)) for name in variant_names(study)}
+
+
+def welch_variants(study: "StudySpec") -> list[str]:
+    """The variants a variants design compares unpaired (``test: welch``), in the design's order:
+    any comparison with such a row, as the row or as the base, is Welch's (the parent run's tag
+    ``welch``)."""
+    return [v.name for v in study.design.variants if v.test == "welch"] \
+        if isinstance(study.design, VariantsDesign) else []
 
 
 def own_seeds(study: "StudySpec") -> dict[str, list[int]]:
@@ -590,6 +608,8 @@ def design_tags(study) -> dict[str, str]:
     own = own_seeds(study)
     if own:
         tags["variant_seeds"] = json.dumps(own)
+    if welch_variants(study):
+        tags["welch"] = json.dumps(welch_variants(study))
     if study.search is not None:  # the search's rows in the plan's order (their start order varies)
         rows = [[t.variant, t.point_label] for t in expand(study) if not t.optuna_samples]
         tags["rows"] = json.dumps(list(map(list, dict.fromkeys(map(tuple, rows)))))

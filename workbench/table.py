@@ -8,7 +8,8 @@ runs that failed or are missing, its spikes and the kinds of its slots.
 - The **base** is the design's (an ablation's or cumulative design's base, a variants design's
   compare_to, a grid's first cell), tagged on the study's parent run so that the store alone tells
   it; ``base=`` names another variant, which must be one.
-- **Compared with**: outside a search, the base's row. In a search, the base's row at the same
+- **Compared with**: outside a search, the base's row: paired by seed, or unpaired (Welch, over
+  all the seeds of each) where either row is a variant declared ``test: welch``. In a search, the base's row at the same
   searched values where the base has one ("same point"); else a variant's best row (lowest mean
   val_loss over its seeds, the search's objective) with the base's best ("best point"), chosen on
   these very runs; the other rows of such a variant have no comparison.
@@ -38,7 +39,9 @@ SCHEMA = {
     "row": pl.String, "variant": pl.String, "search_point": pl.String, "chosen": pl.String, "n_seeds": pl.Int64,
     "seeds_expected": pl.Int64, "fewer_seeds": pl.Boolean, "mean": pl.Float64, "sd": pl.Float64, "ci95": pl.Float64,
     "base_row": pl.String, "comparison": pl.String, "delta": pl.Float64, "paired_n": pl.Int64,
-    "paired_delta": pl.Float64, "paired_sd": pl.Float64, "paired_ci95": pl.Float64, "p_value": pl.Float64, "p_holm": pl.Float64,
+    "paired_delta": pl.Float64, "paired_sd": pl.Float64, "paired_ci95": pl.Float64, "test": pl.String,
+    "welch_ci95": pl.Float64, "welch_df": pl.Float64, "base_n_seeds": pl.Int64, "base_sd": pl.Float64,
+    "p_value": pl.Float64, "p_holm": pl.Float64,
     "mde": pl.Float64, "finished": pl.Int64, "failed": pl.Int64, "killed": pl.Int64, "running": pl.Int64,
     "stopped": pl.Int64, "to_run": pl.Int64, "reasons": pl.List(pl.String), "runs_spiked": pl.Int64,
     "grad_spikes": pl.Int64, "loss_spikes": pl.Int64, "grad_norm_max": pl.Float64, "grad_norm_max_ratio": pl.Float64,
@@ -70,10 +73,17 @@ class StudyInfo:
     variant_seeds: dict[str, list[int]] = field(default_factory=dict)
     # A search's (variant, point) rows in the plan's order, as tagged (readers without the file).
     row_order: list[tuple[str, str]] = field(default_factory=list)
+    # The variants compared unpaired (``test: welch``): any comparison with one of them is Welch's.
+    welch: list[str] = field(default_factory=list)
 
     def seeds_of(self, variant: str) -> list[int] | None:
         """The seeds the study asks of ``variant`` (outside a confirmation)."""
         return self.variant_seeds.get(variant, self.seeds)
+
+    def test_of(self, variant: str, base: str) -> str:
+        """How ``variant`` is compared with ``base`` (a variant): "welch" where either is
+        declared ``test: welch``, else "paired"."""
+        return "welch" if variant in self.welch or base in self.welch else "paired"
 
 
 def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | None = None,
@@ -83,11 +93,11 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
     seen = _oldest_first(runs)
     tags = parent_tags or {}
     if study is not None:
-        from workbench.study import base_variant, expand, own_seeds, variant_names
+        from workbench.study import base_variant, expand, own_seeds, variant_names, welch_variants
 
         order, design_base, seeds, alpha = variant_names(study), base_variant(study.design), list(study.seeds), study.alpha
         planned = _planned(expand(study), order)
-        own = own_seeds(study)
+        own, welch = own_seeds(study), welch_variants(study)
         row_order = []  # the plan's rows come first in row_keys
         source = "the design's"
     else:
@@ -95,6 +105,7 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
         design_base, planned, alpha = tags.get("base_variant"), [], float(tags.get("alpha", 0.05))
         seeds = json.loads(tags["seeds"]) if "seeds" in tags else None
         own = json.loads(tags.get("variant_seeds", "{}"))
+        welch = json.loads(tags.get("welch", "[]"))
         row_order = [tuple(r) for r in json.loads(tags.get("rows", "[]"))]
         source = "the design's, as tagged on the study's run"
     known = list(dict.fromkeys(order + seen))
@@ -122,7 +133,7 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
     if confirm_seeds:  # each variant's (a crossed design: each cell's) confirmation row first
         planned = [(v, a) for v in order for a in (axis if kind == "crossed" else [""])] + planned
     return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice, kind,
-                     None if extrapolate is None else str(extrapolate), axis, grid_axes, own, row_order)
+                     None if extrapolate is None else str(extrapolate), axis, grid_axes, own, row_order, welch)
 
 
 def check_variant(variant: str, study: str, known: list[str], flag: str = "") -> None:
@@ -287,10 +298,19 @@ def compare(row: str, variant: str, point: str, values: dict, best: dict, info: 
     if target is None or not mine or not theirs:
         return {"base_row": target, "comparison": how}
     delta = sum(mine.values()) / len(mine) - sum(theirs.values()) / len(theirs)
+    out = {"base_row": target, "comparison": how, "delta": delta}
+    if info.test_of(variant, info.base) == "welch":
+        # Unpaired over all the seeds of each row: the difference of the means, Welch's CI and p,
+        # and the MDE of Welch's test from each row's own spread and seeds.
+        a, b = stats.mean_ci(mine.values()), stats.mean_ci(theirs.values())
+        w = stats.welch(mine.values(), theirs.values())
+        mde = stats.mde_welch(a.sd, a.n, b.sd, b.n, info.alpha) if a.n >= 2 and b.n >= 2 else None
+        return {**out, "test": "welch", "welch_ci95": w.half_width, "welch_df": w.df, "base_n_seeds": b.n,
+                "base_sd": b.sd, "p_value": w.p, "mde": mde}
     p = stats.paired(mine, theirs)
     mde = stats.mde_paired(p.sd, p.n, info.alpha) if p.n >= 2 else None
-    return {"base_row": target, "comparison": how, "delta": delta, "paired_n": p.n, "paired_delta": p.delta,
-            "paired_sd": p.sd, "paired_ci95": p.half_width, "p_value": p.p, "mde": mde}
+    return {**out, "test": "paired", "paired_n": p.n, "paired_delta": p.delta, "paired_sd": p.sd,
+            "paired_ci95": p.half_width, "p_value": p.p, "mde": mde}
 
 
 def from_runs(mine: pl.DataFrame, planned: bool, expected: int | None) -> dict:

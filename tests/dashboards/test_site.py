@@ -433,3 +433,23 @@ def test_two_studies_side_by_side(site):
     assert f"{sum(a) / 2:.3f}" in line and f"{sum(b) / 2:.3f}" in line
     assert f"{sum(b) / 2 - sum(a) / 2:+.3f} ±{(high - low) / 2:.3f}" in line and f"{test.pvalue:.3g}" in line
     assert "only in 'quickstart': FoX (Pro) - KV-shift, FoX (Pro) - forget gate" in proc.stdout
+
+
+def test_a_row_compared_unpaired_shows_welchs_interval_in_the_table():
+    """A variant declared `test: welch` (tagged on the parent run): its cell gives Welch's CI over
+    all the seeds of each row, not a paired one, and the p column says which tests it holds."""
+    import polars as pl
+
+    from dashboards.figures import ablation_table
+    from workbench.table import study_info, study_table
+
+    values = {"base": [10.0, 10.02, 9.99], "noisy": [10.9, 10.2, 11.3, 10.4, 10.7]}
+    runs = pl.DataFrame([{"variant": v, "seed": s, "search_point": "", "stopped_early": False, "status": "FINISHED",
+                          "val_ppl": x} for v, xs in values.items() for s, x in enumerate(xs)])
+    info = study_info("s", runs, None, {"variants": json.dumps(list(values)), "base_variant": "base", "seeds": "[0, 1, 2]",
+                                        "variant_seeds": json.dumps({"noisy": [0, 1, 2, 3, 4]}), "welch": '["noisy"]'})
+    rows = study_table(runs, info)
+    noisy = rows.filter(pl.col("row") == "noisy").row(0, named=True)
+    page = ablation_table(rows, info)
+    assert f'Welch {noisy["delta"]:+.3f} &plusmn; {noisy["welch_ci95"]:.3f}' in page and "5 and 3 seeds of base" in page
+    assert "p (paired or Welch, Holm)" in page and ">paired " not in page

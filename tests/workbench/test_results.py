@@ -2,6 +2,8 @@
 another path still yields its per-position artifacts (the dashboard's L(i) figure needs them)."""
 import shutil
 
+import pytest
+
 from workbench import results
 from workbench.tracking import create_local_store, open_store
 
@@ -151,6 +153,47 @@ def test_rows_on_seeds_of_their_own_are_counted_and_powered_on_those():
     assert float(power["far"]) == round(stats.power_paired(0.1, far["paired_sd"], 3, 0.05), 2)
     assert float(power["far"]) < round(stats.power_paired(0.1, far["paired_sd"], 6, 0.05), 2)  # not the study's 6
     assert float(power["short"]) == round(stats.power_paired(0.1, short["paired_sd"], 6, 0.05), 2)
+
+
+def test_a_row_declared_welch_is_compared_unpaired_over_all_the_seeds_of_each():
+    """`test: welch` (tagged `welch` on the parent run): the noisy row's comparison with the base
+    is Welch's over its 12 seeds and the base's 4, not a paired test over the 4 both have; its
+    power analysis asks seeds of the declared row only, with the base's as planned. Re-based on
+    the declared row (`--base`), every comparison with it is Welch's."""
+    import json
+
+    import numpy as np
+    import polars as pl
+    from scipy import stats as sps
+
+    from workbench import report, stats
+    from workbench.table import study_info, study_table
+
+    rng = np.random.default_rng(3)
+    values = {"base": 10.0 + rng.normal(0, 0.02, 4), "noisy": 10.6 + rng.normal(0, 0.4, 12),
+              "close": 10.05 + rng.normal(0, 0.02, 4)}
+    runs = pl.DataFrame([{"variant": v, "seed": s, "search_point": "", "stopped_early": False, "status": "FINISHED",
+                          "val_ppl": float(x)} for v, xs in values.items() for s, x in enumerate(xs)])
+    tags = {"variants": json.dumps(list(values)), "base_variant": "base", "seeds": json.dumps([0, 1, 2, 3]),
+            "variant_seeds": json.dumps({"noisy": list(range(16))}), "welch": json.dumps(["noisy"])}
+    info = study_info("s", runs, None, tags)
+    table = {r["row"]: r for r in study_table(runs, info).iter_rows(named=True)}
+    noisy, close = table["noisy"], table["close"]
+    assert noisy["test"] == "welch" and noisy["paired_n"] is None and (noisy["n_seeds"], noisy["base_n_seeds"]) == (12, 4)
+    assert noisy["p_value"] == pytest.approx(sps.ttest_ind(values["noisy"], values["base"], equal_var=False).pvalue, rel=1e-10)
+    assert noisy["delta"] == pytest.approx(values["noisy"].mean() - values["base"].mean())
+    assert noisy["mde"] == pytest.approx(stats.mde_welch(values["noisy"].std(ddof=1), 12, values["base"].std(ddof=1), 4))
+    assert close["test"] == "paired" and close["paired_n"] == 4
+    text = "\n".join(report.table_lines(study_table(runs, info), info, "val_ppl"))
+    assert "(W 12 & 4)" in text and "W k & m: Welch's unpaired comparison" in text
+    lines = report.seeds_lines(study_table(runs, info), info, "val_ppl", 0.01)
+    row = next(line for line in lines if line.startswith("noisy"))
+    needed = stats.seeds_needed_welch(0.01 * values["base"].mean(), values["noisy"].std(ddof=1), values["base"].std(ddof=1), 4)
+    assert f" {needed.n} of noisy " in row and "W 12 & 4" in row
+    now = stats.power_welch(0.01 * values["base"].mean(), values["noisy"].std(ddof=1), 16, values["base"].std(ddof=1), 4)
+    assert row.split()[-1] == f"{now:.2f}"  # with the 16 seeds the study asks of it, not the 12 finished
+    rebased = {r["row"]: r for r in study_table(runs, study_info("s", runs, None, tags, base="noisy")).iter_rows(named=True)}
+    assert rebased["close"]["test"] == rebased["base"]["test"] == "welch"
 
 
 def test_without_the_file_a_searchs_rows_keep_the_plans_order_not_the_start_order():

@@ -106,10 +106,16 @@ def test_search_draws_per_variant_and_is_reproducible():
          "design.variants.0.seeds.0: Input should be less than 9223372036854775808"),
         ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "compare_to": "b", "variants": [
             {"name": "a", "seeds": [0, 1, 2], "set": {"train.lr": 0.01}}, {"name": "b"}]}},
-         "design.variants[0].seeds (a): seeds [2] are not among those of the base row 'b' ([0, 1])"),
+         "design.variants[0].seeds (a): seeds [2] are not among those of the base row 'b' ([0, 1]); every row is "
+         "compared with the base seed by seed: give the base each seed its rows run, or compare the row unpaired "
+         "(`test: welch` beside its `set:`)"),
         ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "variants": [
             {"name": "a", "seeds": [5]}, {"name": "b", "set": {"train.lr": 0.01}}]}},
          "seeds (b): seeds [0, 1] are not among those of the base row 'a' ([5])"),
+        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "test": "welch", "set": {"seed": 0}}]}},
+         "design.changes.0.test: a row picks its test only in a variants design (design.kind: variants"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "test": "unpaired"}]}},
+         "design.variants.0.test: Input should be 'paired' or 'welch'"),
         ({"name": "both ' and \"", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]}},
          "name: a name may contain ' or \" but not both"),
     ],
@@ -138,6 +144,23 @@ def test_a_variant_runs_on_its_own_seeds_and_the_rest_on_the_studys():
     assert json.loads(tags["seeds"]) == [0, 1, 2]
     assert json.loads(tags["variant_seeds"]) == {"far": [0, 1], "base": [0, 1, 2, 3, 4]}
     assert "variant_seeds" not in design_tags(study({"kind": "variants", "variants": [{"name": "a", "seeds": [0], "set": {"seed": 0}}]}))
+
+
+def test_a_row_compared_unpaired_runs_seeds_the_base_does_not():
+    """`test: welch`: a row whose own spread swamps what pairing cancels takes the seeds Welch's
+    test asks of it, beyond the base's; readers without the file learn it from the tags."""
+    from workbench.study import design_tags, welch_variants
+
+    spec = study({"kind": "variants", "compare_to": "base", "variants": [
+        {"name": "noisy", "test": "welch", "seeds": [0, 1, 2, 3, 4, 5, 6], "set": {"model.attention.qk_norm": "none"}},
+        {"name": "base", "seeds": [0, 1]}, {"name": "close", "set": {"model.attention.kv_shift": "none"}}]}, seeds=[0, 1])
+    assert [(t.variant, t.seed) for t in expand(spec)] == [("noisy", s) for s in range(7)] + [
+        ("base", 0), ("base", 1), ("close", 0), ("close", 1)]
+    assert welch_variants(spec) == ["noisy"] and json.loads(design_tags(spec)["welch"]) == ["noisy"]
+    assert "welch" not in design_tags(study({"kind": "variants", "variants": [{"name": "a"}]}))
+    # The base declared welch: every row is compared with it unpaired, on any seeds.
+    expand(study({"kind": "variants", "variants": [{"name": "a", "test": "welch", "seeds": [0]},
+                                                   {"name": "b", "seeds": [4, 5], "set": {"train.lr": 0.01}}]}))
 
 
 def test_two_names_for_one_model_run_once_as_aliases():
