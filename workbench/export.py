@@ -14,9 +14,10 @@ FORMATS = ("table", "csv", "parquet", "json")
 
 
 def flat(table: pl.DataFrame) -> pl.DataFrame:
-    """CSV holds no lists: a list column (the reasons of failed runs) becomes one string, ' | ' between."""
+    """CSV holds no lists: a list column (the reasons of failed runs, the seeds run and their values)
+    becomes one string, ' | ' between."""
     lists = [c for c, t in table.schema.items() if isinstance(t, pl.List)]
-    return table.with_columns(pl.col(c).list.join(" | ") for c in lists) if lists else table
+    return table.with_columns(pl.col(c).cast(pl.List(pl.String)).list.join(" | ") for c in lists) if lists else table
 
 
 def as_json(table: pl.DataFrame, about: dict) -> str:

@@ -193,7 +193,8 @@ def seeds_lines(table: pl.DataFrame, info: StudyInfo, metric: str, fraction: flo
     if welch:
         notes.append("W: compared unpaired (a variant declared `test: welch`): pilot seeds and sd of the row & of "
                      "its vs row; seeds needed of the declared one (named), the other's as the study asks; power "
-                     "now with the seeds the study asks of each; '> 1000': the other's own error bounds the power")
+                     "now with the seeds the study asks of each (n/a where one side is asked fewer than 2); '> 1000': the "
+                     "other's own error, or its few seeds (Welch's df), keep the power short at any n")
     return [f"seeds to detect a {metric} difference of {100 * fraction:g}% of the mean of the base's row (vs) "
             f"with 80% power at alpha {info.alpha:g} (paired t-test; W: Welch's), from the pilot runs' spread "
             "(paired: sd of the per-seed differences):"] + text + notes
@@ -210,10 +211,13 @@ def _welch_seeds(r: dict, info: StudyInfo, effect: float | None) -> list[str]:
     solve_row = r["variant"] in info.welch or base_variant not in info.welch
     needed, who = None, r["variant"] if solve_row else base_variant
     if effect is not None:
-        needed = (stats.seeds_needed_welch(effect, sd_row, sd_base, max(asked_base, 2), info.alpha) if solve_row
-                  else stats.seeds_needed_welch(effect, sd_base, sd_row, max(asked_row, 2), info.alpha))
-    now = stats.power_welch(effect, sd_row, max(asked_row, 2), sd_base, max(asked_base, 2), info.alpha) \
-        if effect is not None else None
+        other = asked_base if solve_row else asked_row
+        if other >= 2:
+            needed = (stats.seeds_needed_welch(effect, sd_row, sd_base, other, info.alpha) if solve_row
+                      else stats.seeds_needed_welch(effect, sd_base, sd_row, other, info.alpha))
+    # A side asked fewer than two seeds has no Welch test: no power to state.
+    now = stats.power_welch(effect, sd_row, asked_row, sd_base, asked_base, info.alpha) \
+        if effect is not None and asked_row >= 2 and asked_base >= 2 else None
     return [f"W {n_row} & {n_base}", f"{_num(sd_row, '.4g', 'n/a')} & {_num(sd_base, '.4g', 'n/a')}",
             _num(effect, ".4g", "n/a"), f"{needed or 'n/a'} of {who}", _num(now, ".2f", "n/a")]
 

@@ -361,25 +361,22 @@ def seeds_needed_welch(effect: float, sd: float | None, sd_other: float | None, 
                        alpha: float = 0.05, power: float = 0.8, cap: int = 1000) -> SeedsNeeded:
     """Seeds one sample (standard deviation ``sd``) needs for Welch's test to detect ``effect``
     with at least ``power`` against another of ``n_other`` seeds and ``sd_other``, which stays as
-    it is: where one row's spread swamps the other's, only its seeds buy power. Past a point the
-    other's own error bounds the power; then even ``cap`` seeds fall short ("> cap")."""
+    it is: where one row's spread swamps the other's, only its seeds buy power. Welch's power is
+    not monotone in n: as this side's share of the error shrinks, the Welch-Satterthwaite df falls
+    toward n_other - 1, so against a few seeds the power can rise and then fall again; the smallest
+    n is found by a scan up from 2. Where the other's own error (or its few seeds) keep the power
+    below ``power`` at every n up to ``cap``, the answer is "> cap"."""
     _check_fraction("alpha", alpha)
     _check_fraction("power", power)
     _check_n("cap", cap)
     _check_n("n_other", n_other)
     if _missing(effect) or _missing(sd) or _missing(sd_other):
         return SeedsNeeded(None, None, cap, False)
-
-    def reached(n: int) -> float:
-        return power_welch(effect, sd, n, sd_other, n_other, alpha)
-
-    if reached(cap) < power:
-        return SeedsNeeded(None, None, cap, True)
-    lo, hi = 1, cap
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if mid >= 2 and reached(mid) >= power else (mid, hi)
-    return SeedsNeeded(hi, reached(hi), cap, False)
+    for n in range(2, cap + 1):
+        reached = power_welch(effect, sd, n, sd_other, n_other, alpha)
+        if reached >= power:
+            return SeedsNeeded(n, reached, cap, False)
+    return SeedsNeeded(None, None, cap, True)
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:

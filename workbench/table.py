@@ -37,6 +37,7 @@ STANDARD_KINDS = {slot: next(p["attention"][slot] for p in PRESETS.values() if p
                   for slot in ATTENTION_SLOTS}
 SCHEMA = {
     "row": pl.String, "variant": pl.String, "search_point": pl.String, "chosen": pl.String, "n_seeds": pl.Int64,
+    "seeds_run": pl.List(pl.Int64), "values": pl.List(pl.Float64),
     "seeds_expected": pl.Int64, "fewer_seeds": pl.Boolean, "mean": pl.Float64, "sd": pl.Float64, "ci95": pl.Float64,
     "base_row": pl.String, "comparison": pl.String, "delta": pl.Float64, "paired_n": pl.Int64,
     "paired_delta": pl.Float64, "paired_sd": pl.Float64, "paired_ci95": pl.Float64, "test": pl.String,
@@ -48,6 +49,11 @@ SCHEMA = {
     "kinds": pl.String, **{f"slot.{s}": pl.String for s in ATTENTION_SLOTS}, "n_params": pl.Int64,
     "workers": pl.String,
 }
+
+
+# Designs whose rows are their variants alone (no axis of points): the plan's rows are known from
+# the tagged variant names outside a search.
+_ONE_ROW_A_VARIANT = ("variants", "ablation", "cumulative", "grid")
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,12 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
             from workbench.study import axis_labels
 
             axis = axis_labels(study)
+    if study is None and seeds is not None:
+        # Without the file, the plan's rows from the tags, so that a row's unstarted seeds count as
+        # "to run": a search's as tagged, else one row per variant of a design without an axis.
+        searched = "search_point" in runs.columns and (runs["search_point"].fill_null("") != "").any()
+        planned = list(row_order) if row_order else [(v, "") for v in order] \
+            if kind in _ONE_ROW_A_VARIANT and not searched else []
     if confirm_seeds:  # each variant's (a crossed design: each cell's) confirmation row first
         planned = [(v, a) for v in order for a in (axis if kind == "crossed" else [""])] + planned
     return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice, kind,
@@ -244,12 +256,15 @@ def study_table(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl") ->
     out = []
     for row, variant, point in row_keys(runs, info):
         mine = runs.filter(pl.col("row") == row) if not runs.is_empty() else runs
-        ci = stats.mean_ci(values.get(row, {}).values())
+        mine_values = dict(sorted(values.get(row, {}).items()))
+        ci = stats.mean_ci(mine_values.values())
         confirming = info.confirm_seeds and (not point or (info.design_kind == "crossed" and point in info.axis))
         seeds = info.confirm_seeds if confirming else info.seeds_of(variant)
         expected = len(seeds) if seeds else None
         record = {"row": row, "variant": variant, "search_point": point,
-                  "chosen": chosen_values(row, point, info) if confirming else None, "n_seeds": ci.n, "seeds_expected": expected,
+                  "chosen": chosen_values(row, point, info) if confirming else None, "n_seeds": ci.n,
+                  # Each finished seed and its value, in seed order: what every statistic here is computed from.
+                  "seeds_run": list(mine_values), "values": list(mine_values.values()), "seeds_expected": expected,
                   "fewer_seeds": expected is not None and ci.n < expected, "mean": ci.mean, "sd": ci.sd,
                   "ci95": ci.half_width}
         record.update(compare(row, variant, point, values, best, info))

@@ -217,6 +217,10 @@ def test_export_round_trips_through_polars(grid_search, tmp_path):
             for column in ("mean", "ci95", "delta", "paired_delta", "p_value", "mde"):
                 for a, b in zip(back[column].to_list(), rows[column].to_list()):
                     assert (a is None and b is None) or a == pytest.approx(b, rel=1e-12)
+            # Each row's per-seed values, one string in CSV: the very numbers the statistics come from.
+            for a, b, seeds in zip(back["values"].to_list(), rows["values"].to_list(), rows["seeds_run"].to_list()):
+                assert (a is None and b == []) or [float(v) for v in str(a).split(" | ")] == pytest.approx(b, rel=1e-12)
+                assert len(b) == len(seeds)
         else:
             back = pl.DataFrame(json.loads(target.read_text())["rows"])
             assert back.to_dicts() == rows.to_dicts()

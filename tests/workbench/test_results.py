@@ -138,12 +138,14 @@ def test_rows_on_seeds_of_their_own_are_counted_and_powered_on_those():
     runs = pl.DataFrame([{"variant": v, "seed": s, "search_point": "", "stopped_early": False, "status": "FINISHED",
                           "val_ppl": 10.0 + x} for v, xs in shift.items() for s, x in enumerate(xs)])
     tags = {"variants": json.dumps(list(seeds)), "base_variant": "base", "seeds": json.dumps(seeds["base"]),
-            "variant_seeds": json.dumps({"far": seeds["far"]})}
+            "variant_seeds": json.dumps({"far": seeds["far"]}), "design_kind": "variants"}
     info = study_info("s", runs, None, tags)
     assert info.seeds_of("far") == [0, 1, 2] and info.seeds_of("short") == seeds["base"]
     table = {r["row"]: r for r in study_table(runs, info).iter_rows(named=True)}
     assert (table["far"]["n_seeds"], table["far"]["seeds_expected"], table["far"]["fewer_seeds"]) == (3, 3, False)
     assert (table["short"]["n_seeds"], table["short"]["seeds_expected"], table["short"]["fewer_seeds"]) == (5, 6, True)
+    # Read without the file (`wb results NAME`), the tags still tell the plan: the seed not started is to run.
+    assert (table["short"]["to_run"], table["far"]["to_run"], table["base"]["to_run"]) == (1, 0, 0)
     assert "rows of seeds of their own: far [0, 1, 2]" in "\n".join(report.footnotes(study_table(runs, info), info, False, False))
     lines = report.seeds_lines(study_table(runs, info), info, "val_ppl", 0.01)
     power = {line.split()[0]: line.split()[-1] for line in lines[2:-1]}
@@ -184,6 +186,7 @@ def test_a_row_declared_welch_is_compared_unpaired_over_all_the_seeds_of_each():
     assert noisy["delta"] == pytest.approx(values["noisy"].mean() - values["base"].mean())
     assert noisy["mde"] == pytest.approx(stats.mde_welch(values["noisy"].std(ddof=1), 12, values["base"].std(ddof=1), 4))
     assert close["test"] == "paired" and close["paired_n"] == 4
+    assert noisy["seeds_run"] == list(range(12)) and noisy["values"] == pytest.approx(list(values["noisy"]))
     text = "\n".join(report.table_lines(study_table(runs, info), info, "val_ppl"))
     assert "(W 12 & 4)" in text and "W k & m: Welch's unpaired comparison" in text
     lines = report.seeds_lines(study_table(runs, info), info, "val_ppl", 0.01)

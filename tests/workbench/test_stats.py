@@ -220,6 +220,11 @@ def test_welch_mde_and_seeds_needed_invert_its_power():
     # The other row's own error bounds the power: with 2 seeds of sd 0.05 no number of this row's
     # seeds reaches 0.8 for 0.042 (the limit is a t-test of 2 values' mean).
     assert str(stats.seeds_needed_welch(0.042, 0.2, 0.05, 2)) == "> 1000"
+    # Against 2 seeds Welch's df falls toward 1 as this side's seeds grow: the power rises, then
+    # falls (0.91 at 3 seeds, 0.78 at 1000); the smallest n is the first to reach 0.8, not "> 1000".
+    falls = [stats.power_welch(23.07, 6.583, n, 2.229, 2) for n in (3, 10, 1000)]
+    assert falls[0] > 0.8 and falls[1] > falls[2] and falls[2] < 0.8
+    assert stats.seeds_needed_welch(23.07, 6.583, 2.229, 2).n == 3
     assert stats.seeds_needed_welch(0.042, None, 0.05, 20).n is None
     assert stats.power_welch(0.1, 0.0, 3, 0.0, 4) == 1.0 and stats.mde_welch(0.0, 3, 0.0, 4) == 0.0
     assert stats.mde_welch(float("nan"), 3, 0.1, 4) is None
