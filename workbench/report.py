@@ -209,12 +209,10 @@ def _welch_seeds(r: dict, info: StudyInfo, effect: float | None) -> list[str]:
     asked_base = len(info.seeds_of(base_variant) or []) or n_base
     # The side whose seeds are solved for: the declared one (the row where both are).
     solve_row = r["variant"] in info.welch or base_variant not in info.welch
-    needed, who = None, r["variant"] if solve_row else base_variant
-    if effect is not None:
-        other = asked_base if solve_row else asked_row
-        if other >= 2:
-            needed = (stats.seeds_needed_welch(effect, sd_row, sd_base, other, info.alpha) if solve_row
-                      else stats.seeds_needed_welch(effect, sd_base, sd_row, other, info.alpha))
+    who, sd, sd_other, n_other = (r["variant"], sd_row, sd_base, asked_base) if solve_row else \
+        (base_variant, sd_base, sd_row, asked_row)
+    needed = stats.seeds_needed_welch(effect, sd, sd_other, n_other, info.alpha) \
+        if effect is not None and n_other >= 2 else None
     # A side asked fewer than two seeds has no Welch test: no power to state.
     now = stats.power_welch(effect, sd_row, asked_row, sd_base, asked_base, info.alpha) \
         if effect is not None and asked_row >= 2 and asked_base >= 2 else None

@@ -216,11 +216,24 @@ def power_unpaired(effect: float, sd: float | None, n: int, alpha: float = 0.05,
     return _power(effect, sd, n, alpha, n if n_other is None else n_other)
 
 
-def _mde(sd: float | None, n: int, alpha: float, power: float, n_other: int | None) -> float | None:
+def _check_target(alpha: float, power: float) -> None:
     _check_fraction("alpha", alpha)
     _check_fraction("power", power)
     if power <= alpha:
         raise ValueError(f"power must exceed alpha ({alpha}): a zero effect is rejected at rate alpha; got {power!r}")
+
+
+def _ncp_for_power(power: float, df: float, alpha: float) -> float:
+    """The noncentrality at which the two-sided t-test on ``df`` reaches ``power``. Power rises
+    with the noncentrality from alpha at 0: bracket the target, then solve."""
+    hi = 1.0
+    while _power_ncp(hi, df, alpha) < power:
+        hi *= 2
+    return optimize.brentq(lambda c: _power_ncp(c, df, alpha) - power, 0.0, hi, xtol=1e-12, rtol=1e-12)
+
+
+def _mde(sd: float | None, n: int, alpha: float, power: float, n_other: int | None) -> float | None:
+    _check_target(alpha, power)
     df, root = _design(n, n_other)
     if _missing(sd):
         return None
@@ -228,12 +241,7 @@ def _mde(sd: float | None, n: int, alpha: float, power: float, n_other: int | No
         raise ValueError(f"sd must be >= 0, got {sd!r}")
     if sd == 0:
         return 0.0
-    # Power rises with the noncentrality from alpha at 0: bracket the target, then solve.
-    hi = 1.0
-    while _power_ncp(hi, df, alpha) < power:
-        hi *= 2
-    ncp = optimize.brentq(lambda c: _power_ncp(c, df, alpha) - power, 0.0, hi, xtol=1e-12, rtol=1e-12)
-    return ncp * sd / root
+    return _ncp_for_power(power, df, alpha) * sd / root
 
 
 def mde_paired(sd: float | None, n: int, alpha: float = 0.05, power: float = 0.8) -> float | None:
@@ -342,19 +350,13 @@ def mde_welch(sd_a: float | None, n_a: int, sd_b: float | None, n_b: int, alpha:
     """Minimal detectable effect of Welch's test between samples of ``n_a`` and ``n_b`` seeds with
     standard deviations ``sd_a`` and ``sd_b``: the difference ``power_welch`` gives ``power`` at.
     0.0 when both sds are 0; None when one is unknown."""
-    _check_fraction("alpha", alpha)
-    _check_fraction("power", power)
-    if power <= alpha:
-        raise ValueError(f"power must exceed alpha ({alpha}): a zero effect is rejected at rate alpha; got {power!r}")
+    _check_target(alpha, power)
     if not _welch_inputs(sd_a, n_a, sd_b, n_b):
         return None
     if sd_a == 0 and sd_b == 0:
         return 0.0
     df, se = _welch_design(sd_a, n_a, sd_b, n_b)
-    hi = 1.0
-    while _power_ncp(hi, df, alpha) < power:
-        hi *= 2
-    return optimize.brentq(lambda c: _power_ncp(c, df, alpha) - power, 0.0, hi, xtol=1e-12, rtol=1e-12) * se
+    return _ncp_for_power(power, df, alpha) * se
 
 
 def seeds_needed_welch(effect: float, sd: float | None, sd_other: float | None, n_other: int,

@@ -608,8 +608,9 @@ def design_tags(study) -> dict[str, str]:
     own = own_seeds(study)
     if own:
         tags["variant_seeds"] = json.dumps(own)
-    if welch_variants(study):
-        tags["welch"] = json.dumps(welch_variants(study))
+    welch = welch_variants(study)
+    if welch:
+        tags["welch"] = json.dumps(welch)
     if study.search is not None:  # the search's rows in the plan's order (their start order varies)
         rows = [[t.variant, t.point_label] for t in expand(study) if not t.optuna_samples]
         tags["rows"] = json.dumps(list(map(list, dict.fromkeys(map(tuple, rows)))))

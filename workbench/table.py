@@ -318,7 +318,7 @@ def compare(row: str, variant: str, point: str, values: dict, best: dict, info: 
         # Unpaired over all the seeds of each row: the difference of the means, Welch's CI and p,
         # and the MDE of Welch's test from each row's own spread and seeds.
         a, b = stats.mean_ci(mine.values()), stats.mean_ci(theirs.values())
-        w = stats.welch(mine.values(), theirs.values())
+        w = stats.welch_summary(a.mean, a.sd, a.n, b.mean, b.sd, b.n)
         mde = stats.mde_welch(a.sd, a.n, b.sd, b.n, info.alpha) if a.n >= 2 and b.n >= 2 else None
         return {**out, "test": "welch", "welch_ci95": w.half_width, "welch_df": w.df, "base_n_seeds": b.n,
                 "base_sd": b.sd, "p_value": w.p, "mde": mde}
