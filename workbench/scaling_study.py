@@ -27,7 +27,9 @@ def study_fits(runs: pl.DataFrame, order: list[str], extrapolate_to: str | float
 
 
 def ladder_runs(runs: pl.DataFrame) -> pl.DataFrame:
-    """The runs a law is fitted to: FINISHED, not stopped early, not an alias's copy, with a size and a loss."""
+    """The runs a law is fitted to: FINISHED, not stopped early, not an alias's copy, with a size and
+    a loss; in one order (variant, size, tokens, seed, loss) whatever order the store returned them
+    in, since the bootstrap draws its resamples by position: so a reading's intervals are the next one's."""
     needed = {"n_params_non_embedding", "val_loss"}
     if runs.is_empty() or not needed <= set(runs.columns):
         return runs.clear() if not runs.is_empty() else runs
@@ -37,7 +39,8 @@ def ladder_runs(runs: pl.DataFrame) -> pl.DataFrame:
         done = done.filter(~pl.col("stopped_early").fill_null(False))
     if "alias_of" in done.columns:
         done = done.filter(pl.col("alias_of").is_null())
-    return done
+    order = [c for c in ("variant", "n_params_non_embedding", "train_tokens", "seed", "val_loss") if c in done.columns]
+    return done.sort(order, nulls_last=True)
 
 
 def fit_study(runs: pl.DataFrame, order: list[str], extrapolate_to=None, n_boot: int = 200):

@@ -219,11 +219,12 @@ def row_seed_values(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl"
 
 def seed_values(runs: pl.DataFrame, metric: str) -> dict[str, dict[int, float]]:
     """row -> {seed: value of ``metric``} over the FINISHED runs not stopped early (mean where a
-    seed has several)."""
+    seed has several), each row's seeds in ascending order: every sum over them then adds in one
+    order, so a statistic comes out the same to the last digit from one reading to the next."""
     if metric not in runs.columns:
         return {}
     done = runs.filter((pl.col("status") == "FINISHED") & ~pl.col("stopped_early") & pl.col(metric).is_not_null())
-    per_seed = done.group_by("row", "seed").agg(pl.col(metric).mean())
+    per_seed = done.group_by("row", "seed").agg(pl.col(metric).mean()).sort("row", "seed")
     out: dict[str, dict[int, float]] = {}
     for row, seed, value in per_seed.iter_rows():
         out.setdefault(row, {})[seed] = value

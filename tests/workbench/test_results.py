@@ -57,6 +57,24 @@ def test_paired_deltas_cancel_what_the_seed_alone_moves():
     assert row["paired_n"] == 1 and row["paired_ci95"] is None and row["fewer_seeds"]
 
 
+def test_the_table_is_the_same_to_the_last_digit_whatever_order_the_runs_come_in():
+    """The store returns runs in no fixed order; the table's delta, CI and p add each row's seeds
+    in seed order, so two readings of one store agree in every digit (values whose sum depends on
+    the order of addition)."""
+    import polars as pl
+
+    from workbench.table import StudyInfo, study_table
+
+    values = {"base": [1e16, 1.0, -1e16, 3.0, 0.1], "gate": [0.3, -1e16, 1e16, 2.0, 0.7]}
+    rows = [{"variant": v, "seed": s, "search_point": "", "stopped_early": False, "val_ppl": x}
+            for v, xs in values.items() for s, x in enumerate(xs)]
+    info = StudyInfo("s", "base", list(values), seeds=list(range(5)))
+    first = study_table(pl.DataFrame(rows), info).to_dicts()
+    reversed_ = study_table(pl.DataFrame(rows[::-1]), info).to_dicts()
+    assert sum(values["gate"]) != sum(sorted(values["gate"], key=abs))  # the order of addition matters here
+    assert first == reversed_ and first[1]["delta"] is not None
+
+
 def test_a_random_search_compares_best_point_with_best_point():
     """Draws differ per variant (a random search), so no row of a variant has the base at its
     searched values: the variant's best row (lowest mean val_loss) is compared with the base's
