@@ -15,11 +15,12 @@
 #       trials' result.json files come back in $OUT/stability-results.tgz; STABILITY_STUDY runs another
 #       study file; STABILITY_STORE (default wb-runs/stability) names the carried store without its
 #       .db/.db.xz and STABILITY_WORKDIR (default /tmp/stability) the workdir, so that one call can
-#       run two studies, each in a store of its own (give each its own OUT too). A store too large to carry beside the wheels (the context-length study's 108
-#       trials: 7 MB) shrinks by a third without the metrics table's two secondary indexes, which
-#       this part rebuilds: python3 -c "import sqlite3; db = sqlite3.connect('S.db'); [db.execute(f'DROP
-#       INDEX {i}') for i in ('index_metrics_run_uuid', 'index_metrics_run_uuid_key_step')]; db.execute('VACUUM')"
-#       then xz -9e S.db (4.3 MB for those 84 trials' store)
+#       run two studies, each in a store of its own (give each its own OUT too). A store too large to
+#       carry beside the wheels travels slim: `python scripts/carry_store.py slim S.db
+#       wb-runs/NAME.db.xz` keeps each run's latest metric values (what resuming and wb results read;
+#       0.3 MB for the 191 125M trials of fox_table3_4096_llama, 15 MB with their series), and after
+#       the call `python scripts/carry_store.py merge stability.db S.db` puts the earlier runs' series
+#       back into the store that came back (this part restores the indexes slim drops)
 #   bash benchmarks/gpu.sh ray-train   # 125M FoX (Pro): plain, Ray Train 1 worker DDP / FSDP, and
 #                                      # N workers where N > 1 GPUs (~4 min on one GPU)
 #

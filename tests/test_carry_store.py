@@ -1,0 +1,89 @@
+"""scripts/carry_store.py on a real study store (the quickstart's): the slim copy resumes and reads
+as the full one does, and merging puts every series back as it was, new runs untouched."""
+import json
+import lzma
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+from workbench.tracking import open_store
+
+SCRIPT = str(ROOT / "scripts" / "carry_store.py")
+
+
+def _points(db_path, where="1"):
+    db = sqlite3.connect(db_path)
+    rows = db.execute(f'SELECT run_uuid, "key", step, timestamp, value FROM metrics WHERE {where} '
+                      'ORDER BY run_uuid, "key", step, timestamp').fetchall()
+    db.close()
+    return rows
+
+
+def _indexes(db_path):
+    db = sqlite3.connect(db_path)
+    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'metrics'")}
+    db.close()
+    return names & {"index_metrics_run_uuid", "index_metrics_run_uuid_key_step"}
+
+
+def _results(workdir):
+    run = subprocess.run([sys.executable, "-m", "workbench.cli", "results", "quickstart", "--workdir", str(workdir),
+                          "--format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout)
+
+
+def test_a_slim_store_resumes_and_reads_as_the_full_one_and_merge_puts_the_series_back(quickstart, tmp_path):
+    workdir, proc, _ = quickstart
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    full = tmp_path / "full"
+    shutil.copytree(workdir, full)
+    original = _points(full / "mlflow.db")
+    series = {(r[0], r[1]) for r in original}
+    assert len(original) > 2 * len(series)  # the trials logged per-step series: something to drop
+
+    slim_xz = tmp_path / "carried.db.xz"
+    run = subprocess.run([sys.executable, SCRIPT, "slim", str(full / "mlflow.db"), str(slim_xz)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "metric points kept" in run.stdout
+    there = tmp_path / "gpu-machine"
+    there.mkdir()
+    with lzma.open(slim_xz) as src, open(there / "mlflow.db", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    carried = _points(there / "mlflow.db")
+    assert len(carried) == len(series) and {(r[0], r[1]) for r in carried} == series  # one point per series
+    assert set(carried) <= set(original) and not _indexes(there / "mlflow.db")
+    # The latest point of each series is the one kept (what latest_metrics holds).
+    last = {}
+    for r in original:
+        last[(r[0], r[1])] = r
+    assert set(carried) == set(last.values())
+    # What resuming reads (the finished trials by spec hash) and what wb results prints are the same.
+    assert open_store(there, "quickstart").finished_trials("quickstart") == \
+        open_store(full, "quickstart").finished_trials("quickstart")
+    shutil.copytree(full / "trials", there / "trials")
+    assert _results(there) == _results(full)
+
+    # The GPU machine adds a run with a series of its own; the store comes back and is merged.
+    store = open_store(there, "quickstart")
+    new = store.client.create_run(store.experiment_id).info.run_id
+    store.log_metrics(new, [("train_loss", 5.0 - 0.1 * step, step) for step in range(50)])
+    store.client.set_terminated(new)
+    new_points = _points(there / "mlflow.db", f"run_uuid = '{new}'")
+    for _ in range(2):  # a second merge changes nothing
+        run = subprocess.run([sys.executable, SCRIPT, "merge", str(there / "mlflow.db"), str(full / "mlflow.db")],
+                             capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert _points(there / "mlflow.db", f"run_uuid != '{new}'") == original
+        assert _points(there / "mlflow.db", f"run_uuid = '{new}'") == new_points
+        assert _indexes(there / "mlflow.db") == {"index_metrics_run_uuid", "index_metrics_run_uuid_key_step"}
+    assert "0 series put back" in run.stdout
+
+
+def test_a_missing_store_is_named(tmp_path):
+    run = subprocess.run([sys.executable, SCRIPT, "merge", str(tmp_path / "back.db"), str(tmp_path / "nope.db")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert run.returncode == 2 and f"no store at {tmp_path / 'back.db'}" in run.stderr
