@@ -1,6 +1,7 @@
 """User-facing errors: one line per problem, naming the field, the value and what is allowed."""
 from __future__ import annotations
 
+import re
 import types
 import typing
 from pathlib import Path
@@ -17,7 +18,18 @@ class SpecError(ValueError):
 
 
 def _location(loc: tuple) -> str:
-    return ".".join(str(part) for part in loc) or "(top level)"
+    """``("design", "variants", 2, "seeds")`` as ``design.variants[2].seeds``: a list's item by its
+    index in brackets, as the workbench's own messages name it."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+# The field a whole-section validator names at the start of its message: dotted names and list
+# indexes (``design.variants[2].seeds``), optionally the row's name after it in parentheses.
+_FIELD_HEAD = re.compile(r"(?P<path>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])*)(?P<note> \([^)]*\))?")
+_PART = re.compile(r"[A-Za-z_]\w*|\[(\d+)\]")
 
 
 def _as_written(model: type[BaseModel] | None, data: Any, loc: tuple) -> tuple:
@@ -38,16 +50,19 @@ def _as_written(model: type[BaseModel] | None, data: Any, loc: tuple) -> tuple:
     return tuple(out)
 
 
-def _field_in_message(loc: tuple, msg: str) -> tuple[tuple, str]:
+def _field_in_message(loc: tuple, msg: str) -> tuple[tuple, str, str]:
     """A validator of a whole section names the field it refuses at the start of its message
-    (``search.algorithm: a crossed design ...``): that field joins the location."""
+    (``search.algorithm: a crossed design ...``, ``design.variants[2].seeds (FoX): ...``): that
+    field joins the location. (location, the note in parentheses after the field or "", the rest)."""
     head, sep, rest = msg.partition(": ")
-    if not (sep and head and all(part.isidentifier() for part in head.split("."))):
-        return loc, msg
-    parts = tuple(head.split("."))
-    if tuple(str(p) for p in loc[-len(parts):]) == parts:  # a field's own validator names itself
-        return loc, rest
-    return (*loc, *parts), rest
+    found = _FIELD_HEAD.fullmatch(head) if sep else None
+    if found is None:
+        return loc, "", msg
+    parts = tuple(int(m.group(1)) if m.group(1) else m.group(0) for m in _PART.finditer(found["path"]))
+    note = found["note"] or ""
+    if tuple(loc[-len(parts):]) == parts:  # a field's own validator names itself
+        return loc, note, rest
+    return (*loc, *parts), note, rest
 
 
 def _strip(annotation):
@@ -123,10 +138,10 @@ def format_validation_error(err: ValidationError, source: str = "", model: type[
         hint = ""
         if e["type"] == "extra_forbidden" and model is not None and e["loc"]:
             hint = did_you_mean(e["loc"][-1], allowed_fields(model, data, e["loc"]))
-        loc = _as_written(model, data, tuple(e["loc"]))
+        loc, note = _as_written(model, data, tuple(e["loc"])), ""
         if e["type"] == "value_error":
-            loc, msg = _field_in_message(loc, msg)
-        lines.append(f"{_location(loc)}: {msg}{shown}{hint}")
+            loc, note, msg = _field_in_message(loc, msg)
+        lines.append(f"{_location(loc)}{note}: {msg}{shown}{hint}")
     head = f"{source}: " if source else ""
     return head + f"{len(lines)} problem(s)\n  " + "\n  ".join(lines)
 
