@@ -41,11 +41,9 @@ class WorkerReporter(TuneReporter):
             metrics = {k: v for k, v in metrics.items() if k != "val_loss"}
         self.steps.append({"tokens": tokens, **metrics, "time_ms": int(time.time() * 1000)})
         if "val_loss" in metrics:
-            self.send({"tokens": tokens, "val_loss": metrics["val_loss"], "wb_steps": self.take(),
-                       "wb_system": self.take_system()})
+            self.send(self.payload(tokens=tokens, val_loss=metrics["val_loss"]))
         elif due:
-            self.send({"tokens": tokens, "train_loss": metrics.get("train_loss"), "wb_progress": True,
-                       "wb_steps": self.take(), "wb_system": self.take_system()})
+            self.send(self.payload(tokens=tokens, train_loss=metrics.get("train_loss"), wb_progress=True))
 
     def send(self, payload: dict) -> None:
         import ray.train
@@ -95,8 +93,7 @@ def worker_loop(config: dict) -> None:
         return
     reporter = WorkerReporter(rank, spec.train.tokens, config.get("progress_s"))
     result = run_trial(spec, out, reporter, telemetry=telemetry, workers=workers)
-    reporter.send({"tokens": result["train_tokens"], "val_loss": result["val_loss"], "wb_done": True,
-                   "wb_result": result, "wb_steps": reporter.take(), "wb_system": reporter.take_system()}
+    reporter.send(reporter.payload(tokens=result["train_tokens"], val_loss=result["val_loss"], wb_done=True, wb_result=result)
                   if rank == 0 else {})
 
 

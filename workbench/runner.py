@@ -40,7 +40,9 @@ class TuneReporter:
     ``sampler`` (set by run_trial where one runs); hands both to Tune with each validation result
     (``wb_steps``, ``wb_system``), and every ``every_s`` seconds between validations with a
     progress result (``wb_progress``: tokens and training loss, no val_loss). The validation of
-    the last step is left to the final evaluation, which reports val_loss at that step once."""
+    the last step is left to the final evaluation, which reports val_loss at that step once. A
+    trial resumed from its checkpoint says so (``wb_resumed``: its step and tokens) in its next
+    result, so the driver can tell the user where it picked up."""
 
     def __init__(self, total_tokens: int | None = None, every_s: float | None = None):
         from workbench.progress import REPORT_EVERY_S
@@ -51,6 +53,7 @@ class TuneReporter:
         self.total = total_tokens
         self.every_s = REPORT_EVERY_S if every_s is None else every_s
         self.sent = time.time()
+        self.resumed: dict | None = None  # where a resumed trial picked up, until a result carries it
 
     def report(self, tokens: int, metrics: dict) -> None:
         from ray import tune
@@ -60,16 +63,24 @@ class TuneReporter:
             metrics = {k: v for k, v in metrics.items() if k != "val_loss"}
         self.steps.append({"tokens": tokens, **metrics, "time_ms": int(time.time() * 1000)})
         if "val_loss" in metrics:
-            tune.report({"tokens": tokens, "val_loss": metrics["val_loss"], "wb_steps": self.take(),
-                         "wb_system": self.take_system()})
+            tune.report(self.payload(tokens=tokens, val_loss=metrics["val_loss"]))
         elif self.every_s > 0 and time.time() - self.sent >= self.every_s:
-            tune.report({"tokens": tokens, "train_loss": metrics.get("train_loss"), "wb_progress": True,
-                         "wb_steps": self.take(), "wb_system": self.take_system()})
+            tune.report(self.payload(tokens=tokens, train_loss=metrics.get("train_loss"), wb_progress=True))
 
     def on_resume(self, history: list[dict]) -> None:
         """A trial resumed from its checkpoint sends the steps before it again, with its next
         report: its new tracked run holds the whole series an uninterrupted run logs."""
         self.steps = [dict(h) for h in history] + self.steps
+        if history:
+            self.resumed = {"step": history[-1].get("step"), "tokens": history[-1]["tokens"]}
+
+    def payload(self, **fields) -> dict:
+        """A result for Tune: ``fields`` with the steps and GPU samples buffered since the last one
+        (and, once, where a resumed trial picked up)."""
+        out = {**fields, "wb_steps": self.take(), "wb_system": self.take_system()}
+        if self.resumed is not None:
+            out["wb_resumed"], self.resumed = self.resumed, None
+        return out
 
     def take(self) -> list[dict]:
         steps, self.steps, self.sent = self.steps, [], time.time()
@@ -128,11 +139,9 @@ def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: fl
     except Exception as e:  # recorded FAILED with its reason; the study goes on
         import traceback
 
-        tune.report({"wb_failed": failure_reason(e), "wb_traceback": traceback.format_exc(), "wb_steps": reporter.take(),
-                     "wb_system": reporter.take_system()})
+        tune.report(reporter.payload(wb_failed=failure_reason(e), wb_traceback=traceback.format_exc()))
         return
-    tune.report({"tokens": result["train_tokens"], "val_loss": result["val_loss"], "wb_done": True,
-                 "wb_result": result, "wb_steps": reporter.take(), "wb_system": reporter.take_system()})
+    tune.report(reporter.payload(tokens=result["train_tokens"], val_loss=result["val_loss"], wb_done=True, wb_result=result))
 
 
 def failure_reason(e: BaseException) -> str:
@@ -219,6 +228,11 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             rows += [(k, v, s["tokens"], s["time_ms"]) for s in result.get("wb_system", []) for k, v in s.items()
                      if k.startswith("system/")]
             store.log_metrics(run_id, rows)
+            if result.get("wb_resumed"):
+                at = result["wb_resumed"]
+                step = f"step {at['step']:,}, " if at.get("step") is not None else ""
+                _say(f"resume   {trial_label(out.trial)}  [{out.trial.spec_hash}]  from its checkpoint at {step}"
+                     f"{at['tokens']:,}/{out.trial.spec.train.tokens:,} tokens")
             if result.get("wb_done"):
                 store.finish_trial(run_id, result["wb_result"])
                 self._end(out, "FINISHED", val_ppl=result["wb_result"]["val_ppl"], epochs=result["wb_result"].get("data_epochs"))
@@ -422,7 +436,8 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
 
 def run_order(trials: list[Trial]) -> list[Trial]:
     """Seed by seed, each seed's trials in the design's order: a study stopped part way (a time
-    limit, Ctrl-C) leaves whole seeds, which its paired comparisons can use, not whole rows."""
+    limit, Ctrl-C) leaves whole seeds, which its paired comparisons can use, not whole rows (Ray
+    starts queued trials in about this order, not exactly: under load one may start early)."""
     return sorted(trials, key=lambda t: t.seed)
 
 

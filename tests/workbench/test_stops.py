@@ -2,6 +2,7 @@
 resumes from the checkpoints with the whole history) and its Ray cluster lost under it (the
 summary within seconds, no hang)."""
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -75,6 +76,10 @@ def test_ctrl_c_kills_the_runs_exits_130_and_the_rerun_resumes_with_the_whole_hi
 
     again = wb("run", study, "--workdir", workdir)
     assert again.returncode == 0, again.stderr[-3000:]
+    # The driver says (on stderr, with its other trial lines) where each trial with a checkpoint picked up.
+    for spec_hash in {r.data.tags["spec_hash"] for r in killed} & written:
+        assert re.search(rf"resume .*\[{spec_hash}\]  from its checkpoint at step \d+, [\d,]+/{LONG_TRAIN['tokens']:,} tokens",
+                         again.stderr), again.stderr[-3000:]
     client, _ = store(workdir, "stopped")
     finished = [r for r in runs(workdir, "stopped") if r.info.status == "FINISHED"]
     # The resumed trials' tracked loss curves are those of an uninterrupted run, from the first step.
