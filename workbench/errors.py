@@ -28,7 +28,7 @@ def _location(loc: tuple) -> str:
 
 # The field a whole-section validator names at the start of its message: dotted names and list
 # indexes (``design.variants[2].seeds``), optionally the row's name after it in parentheses.
-_FIELD_HEAD = re.compile(r"(?P<path>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])*)(?P<note> \([^)]*\))?")
+_FIELD_HEAD = re.compile(r"(?P<path>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])*)(?P<note> \(.*\))?")
 _PART = re.compile(r"[A-Za-z_]\w*|\[(\d+)\]")
 
 

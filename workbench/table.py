@@ -224,7 +224,7 @@ def seed_values(runs: pl.DataFrame, metric: str) -> dict[str, dict[int, float]]:
     if metric not in runs.columns:
         return {}
     done = runs.filter((pl.col("status") == "FINISHED") & ~pl.col("stopped_early") & pl.col(metric).is_not_null())
-    per_seed = done.group_by("row", "seed").agg(pl.col(metric).mean()).sort("row", "seed")
+    per_seed = done.sort("row", "seed", metric).group_by("row", "seed", maintain_order=True).agg(pl.col(metric).mean())
     out: dict[str, dict[int, float]] = {}
     for row, seed, value in per_seed.iter_rows():
         out.setdefault(row, {})[seed] = value

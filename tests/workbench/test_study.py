@@ -112,6 +112,9 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "variants": [
             {"name": "a", "seeds": [5]}, {"name": "b", "set": {"train.lr": 0.01}}]}},
          "seeds (b): seeds [0, 1] are not among those of the base row 'a' ([5])"),
+        ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "variants": [
+            {"name": "FoX (Pro)"}, {"name": "b (lr)", "seeds": [3], "set": {"train.lr": 0.01}}]}},
+         "design.variants[1].seeds (b (lr)): seeds [3] are not among those of the base row 'FoX (Pro)'"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "test": "welch", "set": {"seed": 0}}]}},
          "design.changes[0].test: a row picks its test only in a variants design (design.kind: variants"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "test": "unpaired"}]}},
