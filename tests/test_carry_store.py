@@ -81,9 +81,41 @@ def test_a_slim_store_resumes_and_reads_as_the_full_one_and_merge_puts_the_serie
         assert _points(there / "mlflow.db", f"run_uuid = '{new}'") == new_points
         assert _indexes(there / "mlflow.db") == {"index_metrics_run_uuid", "index_metrics_run_uuid_key_step"}
     assert "0 series put back" in run.stdout
+    # A slim store used as it is: `merge S.db` alone gives it back its indexes.
+    with lzma.open(slim_xz) as src, open(tmp_path / "used.db", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    run = subprocess.run([sys.executable, SCRIPT, "merge", str(tmp_path / "used.db")], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300)
+    assert run.returncode == 0 and _indexes(tmp_path / "used.db") == {"index_metrics_run_uuid", "index_metrics_run_uuid_key_step"}
 
 
-def test_a_missing_store_is_named(tmp_path):
-    run = subprocess.run([sys.executable, SCRIPT, "merge", str(tmp_path / "back.db"), str(tmp_path / "nope.db")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert run.returncode == 2 and f"no store at {tmp_path / 'back.db'}" in run.stderr
+def test_what_is_not_a_store_is_refused_by_name_and_nothing_is_changed(tmp_path):
+    """Each mistake gets one line naming the path (exit 2), and no store is touched: the out path
+    being the store itself would otherwise replace it with its slim copy."""
+    from workbench.tracking import create_local_store
+
+    create_local_store(tmp_path)
+    store = tmp_path / "mlflow.db"
+    before = store.read_bytes()
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "empty.db").write_bytes(b"")
+    (tmp_path / "folder").mkdir()
+    with lzma.open(tmp_path / "store.db.xz", "wb") as f:
+        f.write(before)
+    cases = [
+        (["slim", store, store], "that is the store itself"),
+        (["slim", store, tmp_path / "missing" / "out.xz"], f"no folder {tmp_path / 'missing'}"),
+        (["slim", store, tmp_path / "folder"], "a folder; name the file"),
+        (["slim", tmp_path / "notes.txt", tmp_path / "out.xz"], "not a SQLite file"),
+        (["slim", tmp_path / "empty.db", tmp_path / "out.xz"], "not a SQLite file"),
+        (["slim", tmp_path / "store.db.xz", tmp_path / "out.xz"], "xz-compressed; decompress it first"),
+        (["merge", store, tmp_path / "nope.db"], f"source {tmp_path / 'nope.db'}: no such file"),
+        (["merge", store, tmp_path / "folder"], "a folder, not a store"),
+        (["merge", store, tmp_path / "store.db.xz"], "xz-compressed"),
+        (["merge", tmp_path / "notes.txt", store], f"store {tmp_path / 'notes.txt'}: not a SQLite file"),
+    ]
+    for args, message in cases:
+        run = subprocess.run([sys.executable, SCRIPT, *map(str, args)], capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert run.returncode == 2 and message in run.stderr and "Traceback" not in run.stderr, (args, run.stderr)
+    assert store.read_bytes() == before  # merge checks every path before it touches the store
+    assert not (tmp_path / "out.xz").exists() and sorted(p.name for p in (tmp_path / "folder").iterdir()) == []
