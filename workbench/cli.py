@@ -102,7 +102,9 @@ def _load_study(path: str):
     from workbench.errors import read_yaml, validate
     from workbench.study import StudySpec
 
-    return validate(StudySpec, read_yaml(path), path)
+    study = validate(StudySpec, read_yaml(path), path)
+    study._source = str(path)
+    return study
 
 
 def cmd_run(args: argparse.Namespace) -> int:

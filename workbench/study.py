@@ -12,11 +12,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import AfterValidator, Field, NonNegativeInt, PositiveFloat, PositiveInt, Strict, ValidationError, model_validator
+from pydantic import AfterValidator, Field, NonNegativeInt, PositiveFloat, PositiveInt, PrivateAttr, Strict, ValidationError, model_validator
 
 from workbench.errors import SpecError, format_validation_error
 from workbench.paths import PathError, set_path
@@ -173,6 +174,9 @@ class CrossedDesign(Spec):
 
     @model_validator(mode="after")
     def _known_comparison(self):
+        for key, names in (("points", [c.name for c in self.points]), ("variants", [c.name for c in self.variants])):
+            if len(set(names)) != len(names):
+                raise ValueError(f"{key}: names must be unique (a row is named by its variant and point), got {names}")
         _check_compare_to(self.compare_to, self.variants)
         return self
 
@@ -275,6 +279,8 @@ class StudySpec(Spec):
     # The significance level of every comparison the results show (the paired t-test against the
     # base, and the minimal detectable effect at 80% power); docs/statistics.md.
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    # The file the study was read from (workbench.cli): the errors of its expansion name it.
+    _source: str = PrivateAttr("")
 
     @model_validator(mode="before")
     @classmethod
@@ -316,7 +322,7 @@ class StudySpec(Spec):
                 raise ValueError(f"{where} ({v.name}): seeds {lacking} are not among those of the base row "
                                  f"{base!r} ({seeds_of[base]}); every row is compared with the base seed by seed: "
                                  "give the base each seed its rows run, or compare the row unpaired "
-                                 "(`test: welch` beside its `set:`)")
+                                 "(`test: welch` in its entry)")
         return self
 
     @model_validator(mode="after")
@@ -403,44 +409,54 @@ class Trial:
                          for p, v in self.search_point)
 
 
-def _variants(study: StudySpec) -> list[tuple[str, str, list[tuple[str, Any]]]]:
-    """(name, where in the file, edits) for every variant of the design."""
+def _variants(study: StudySpec) -> list[tuple[str, str, list[tuple[str, Any, str]]]]:
+    """(name, where in the file, edits) for every variant of the design; each edit (path, value,
+    where in the file it was written: what an error in it names)."""
     d = study.design
     if isinstance(d, GridDesign):
         paths = list(d.axes)
         out = []
         for values in itertools.product(*d.axes.values()):
             edits = list(zip(paths, values))
-            out.append((_grid_name(edits), "design.axes", edits))
+            out.append((_grid_name(edits), "design.axes", [(p, v, f"design.axes.{p}") for p, v in edits]))
         return out
     if isinstance(d, AblationDesign):
         return [(d.base_name, "base", [])] + [
-            (c.name, f"design.changes[{i}]", list(c.set.items())) for i, c in enumerate(d.changes)
+            (c.name, f"design.changes[{i}]", _edits(c.set, f"design.changes[{i}].set")) for i, c in enumerate(d.changes)
         ]
     if isinstance(d, CumulativeDesign):
         out, edits = [(d.base_name, "base", [])], []
         for i, c in enumerate(d.steps):
-            edits = edits + list(c.set.items())
+            edits = edits + _edits(c.set, f"design.steps[{i}].set")
             out.append((c.name, f"design.steps[{i}]", edits))
         return out
-    return [(c.name, f"design.variants[{i}]", list(c.set.items())) for i, c in enumerate(d.variants)]
+    return [(c.name, f"design.variants[{i}]", _edits(c.set, f"design.variants[{i}].set")) for i, c in enumerate(d.variants)]
 
 
-def _points(study: StudySpec, name: str) -> list[tuple[list[tuple[str, Any]], list[tuple[str, Any]], str]]:
-    """(point, its edits, where) of a variant: the search's draws, or a scaling design's sizes (the
-    point ("size", name) labels the trial; the size's edits build it)."""
+def _edits(edits: dict, where: str) -> list[tuple[str, Any, str]]:
+    return [(path, value, where) for path, value in edits.items()]
+
+
+def _points(study: StudySpec, name: str) -> list[tuple[list[tuple[str, Any]], list[tuple[str, Any, str]]]]:
+    """(point, its edits) of a variant: the search's draws, or a scaling design's sizes (the point
+    ("size", name) labels the trial; the size's edits build it); edits as _variants gives them."""
     if isinstance(study.design, ScalingDesign):
         budgets = study.design.budgets
         crossed = budgets if len(budgets) > 1 else [None]
-        return [([("size", c.name)] + ([] if per is None else [("tokens_per_param", per)]), list(c.set.items()),
-                 f"design.sizes[{i}] ({c.name})") for i, c in enumerate(study.design.sizes) for per in crossed]
+        return [([("size", c.name)] + ([] if per is None else [("tokens_per_param", per)]),
+                 _edits(c.set, f"design.sizes[{i}].set"))
+                for i, c in enumerate(study.design.sizes) for per in crossed]
     if isinstance(study.design, CrossedDesign):
         # A search runs in every cell (the variant at a point): the point's edits, then the draw's.
         axis = study.design.axis
-        return [([(axis, c.name)] + draw, list(c.set.items()) + draw, f"design.points[{i}] ({c.name})")
+        return [([(axis, c.name)] + draw, _edits(c.set, f"design.points[{i}].set") + _drawn(draw))
                 for i, c in enumerate(study.design.points)
                 for draw in _search_points(study.search, cell_name(name, axis, c.name))]
-    return [(point, point, "") for point in _search_points(study.search, name)]
+    return [(point, _drawn(point)) for point in _search_points(study.search, name)]
+
+
+def _drawn(draw: list[tuple[str, Any]]) -> list[tuple[str, Any, str]]:
+    return [(path, value, f"search.space.{path}") for path, value in draw]
 
 
 def cell_name(variant: str, axis: str, point: str) -> str:
@@ -457,7 +473,7 @@ def cell_of(study: "StudySpec", variant: str, values: dict) -> str:
     return variant
 
 
-def _scaled_tokens(study: StudySpec, data: dict, where: str, point) -> dict:
+def _scaled_tokens(study: StudySpec, data: dict, where: str, row: str, edits: list[tuple[str, Any, str]], point) -> dict:
     """``train.tokens`` = tokens_per_param (the point's, where the ladder is crossed with budgets) x
     the size's non-embedding parameters, rounded to whole batches (at least one)."""
     from workbench.info import param_counts
@@ -469,7 +485,8 @@ def _scaled_tokens(study: StudySpec, data: dict, where: str, point) -> dict:
     try:
         model = ModelSpec.model_validate(data["model"])
     except ValidationError as e:
-        raise SpecError(format_validation_error(e, where, ModelSpec, data["model"])) from None
+        raise SpecError(format_validation_error(e, f"{_written(e, edits, 'model') or where} ({row})", ModelSpec,
+                                                data["model"])) from None
     batch = data["train"]["batch_size"] * data["data"]["context"]
     tokens = max(1, round(per * param_counts(model)["non_embedding"] / batch)) * batch
     return set_path(data, "train.tokens", tokens)
@@ -487,32 +504,48 @@ def _search_points(search: SearchSpec | None, key: str) -> list[list[tuple[str, 
 
 
 def expand(study: StudySpec) -> list[Trial]:
-    """Every trial of the study, validated; raises SpecError naming the variant and field."""
+    """Every trial of the study, validated; raises SpecError naming the file (where the study was
+    read from one), the place in it and the field."""
+    try:
+        return _expand(study)
+    except SpecError as e:
+        if study._source and not str(e).startswith(f"{study._source}: "):
+            raise SpecError(f"{study._source}: {e}") from None
+        raise
+
+
+def _expand(study: StudySpec) -> list[Trial]:
     try:
         base = TrialSpec.model_validate(study.base).model_dump(mode="json")
     except ValidationError as e:
-        raise SpecError(format_validation_error(e, f"study {study.name!r}, base", TrialSpec, study.base)) from None
+        raise SpecError(format_validation_error(e, "base" if study._source else f"study {study.name!r}, base", TrialSpec,
+                                                study.base)) from None
     trials, names, seeds_of = [], set(), variant_seeds(study)
     for name, where, edits in _variants(study):
         if name in names:
-            raise SpecError(f"{where}: variant name {name!r} is used twice; variant names must be unique")
+            base = getattr(study.design, "base_name", None)
+            clash = f" (the base row's name, base_name: {base!r})" if name == base else ""
+            raise SpecError(f"{where}: variant name {name!r} is used twice{clash}; variant names must be unique")
         names.add(name)
-        for point, point_edits, at in _points(study, name):
+        for point, point_edits in _points(study, name):
             all_edits = edits + point_edits
+            at = Trial(name, 0, None, tuple(point)).point_label
+            row = f"row {name} [{at}]" if at else f"row {name}"
             data = base
-            try:
-                for path, value in all_edits:
+            for path, value, written in all_edits:
+                try:
                     data = set_path(data, path, value)
-            except PathError as e:
-                raise SpecError(f"{where} ({name}){' ' + at if at else ''}: {e}") from None
-            data = _scaled_tokens(study, data, f"{where} ({name}) {at}", point)
-            if study.resources.workers is not None and not _sets_workers(study.base, all_edits):
+                except PathError as e:
+                    raise SpecError(f"{written} ({row}): {e}") from None
+            data = _scaled_tokens(study, data, where, row, all_edits, point)
+            if study.resources.workers is not None and not _sets_workers(study.base, [(p, v) for p, v, _ in all_edits]):
                 data = set_path(data, "train.workers", study.resources.workers)
             for seed in seeds_of[name]:
                 try:
                     spec = TrialSpec.model_validate({**data, "seed": seed})
                 except ValidationError as e:
-                    raise SpecError(format_validation_error(e, f"{where} ({name}){' ' + at if at else ''}", TrialSpec, data)) from None
+                    raise SpecError(format_validation_error(e, f"{_written(e, all_edits) or where} ({row})", TrialSpec,
+                                                            data)) from None
                 samples = study.search.num_samples if study.search and study.search.algorithm == "optuna" else 0
                 trials.append(Trial(name, seed, spec, tuple(point), optuna_samples=samples))
     trials = _merge_aliases(trials)
@@ -520,6 +553,23 @@ def expand(study: StudySpec) -> list[Trial]:
         _check_distinct_sizes(study.design, trials)
         _check_extrapolation(study.design, trials)
     return trials
+
+
+def _written(err: ValidationError, edits: list[tuple[str, Any, str]], under: str = "") -> str | None:
+    """Where in the file the edits behind every problem of ``err`` were written, where that is one
+    place; else None. Behind a problem: the last edit of its field or of a section above it, else
+    the edits inside the section it names, those of the fields its message names where there are
+    any (``model: n_heads=2 does not divide d_model=97``). ``under``: the section ``err`` is of."""
+    places = set()
+    for e in err.errors():
+        loc = ".".join(str(part) for part in (under, *e["loc"]) if part != "")
+        above = [w for p, _, w in edits if loc == p or loc.startswith(p + ".")]
+        inside = [(p, w) for p, _, w in edits if loc and p.startswith(loc + ".") or not loc]
+        named = {w for p, w in inside if re.search(rf"\b{re.escape(p.split('.')[-1])}\b", e["msg"])}
+        if not above and not inside:
+            return None
+        places |= {above[-1]} if above else named or {w for _, w in inside}
+    return places.pop() if len(places) == 1 else None
 
 
 def _check_distinct_sizes(design: ScalingDesign, trials: list[Trial]) -> None:
@@ -596,7 +646,7 @@ def axis_labels(study: StudySpec) -> list[str]:
     if isinstance(study.design, CrossedDesign):
         points = [[(study.design.axis, c.name)] for c in study.design.points]
     else:
-        points = [point for point, _, _ in _points(study, "")]
+        points = [point for point, _ in _points(study, "")]
     return [Trial("", 0, None, tuple(point)).point_label for point in points]
 
 

@@ -71,7 +71,23 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": BASE, "design": {"kind": "grid", "axes": {}}}, "design.axes"),
         ({"name": "s", "base": BASE, "desing": {"kind": "variants"}}, "desing: Extra inputs are not permitted"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "set": {"model.attention.qk_nrom": "none"}}]}},
-         "design.changes[0] (x): 'model.attention.qk_nrom': model.attention has no field 'qk_nrom' (it has: forget_gate, kv_shift"),
+         "design.changes[0].set (row x): 'model.attention.qk_nrom': model.attention has no field 'qk_nrom' (it has: forget_gate, kv_shift"),
+        # A problem is named where its value was written: a search's space, a grid's axis.
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x"}]},
+          "search": {"space": {"train.batch_size": {"choice": [2, "big"]}}, "algorithm": "grid"}},
+         "search.space.train.batch_size (row x [batch_size=big]): 1 problem(s)"),
+        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "base_name": "FoX", "changes": [
+            {"name": "FoX", "set": {"train.lr": 0.01}}]}},
+         "design.changes[0]: variant name 'FoX' is used twice (the base row's name, base_name: 'FoX')"),
+        ({"name": "s", "base": BASE, "design": {"kind": "crossed", "axis": "context", "variants": [{"name": "x", "set": {"seed": 0}}],
+                                                "points": [{"name": "64", "set": {"data.context": 64}},
+                                                           {"name": "64", "set": {"data.context": 128}}]}},
+         "design.points: names must be unique (a row is named by its variant and point), got ['64', '64']"),
+        ({"name": "s", "base": BASE, "design": {"kind": "grid", "axes": {"train.lr": [0.001, "fast"]}}},
+         "design.axes.train.lr (row lr=fast): 1 problem(s)"),
+        ({"name": "s", "base": BASE, "design": {"kind": "cumulative", "steps": [
+            {"name": "a", "set": {"train.lr": 0.01}}, {"name": "b", "set": {"model.d_model": 33}}]}},
+         "design.steps[1].set (row b): 1 problem(s)"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "set": {"model.attention.qk_norm": "bogus"}}]}},
          "model.attention.qk_norm: unknown kind 'bogus'; registered kinds: none, rmsnorm"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]},
@@ -108,7 +124,7 @@ def test_search_draws_per_variant_and_is_reproducible():
             {"name": "a", "seeds": [0, 1, 2], "set": {"train.lr": 0.01}}, {"name": "b"}]}},
          "design.variants[0].seeds (a): seeds [2] are not among those of the base row 'b' ([0, 1]); every row is "
          "compared with the base seed by seed: give the base each seed its rows run, or compare the row unpaired "
-         "(`test: welch` beside its `set:`)"),
+         "(`test: welch` in its entry)"),
         ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "variants": [
             {"name": "a", "seeds": [5]}, {"name": "b", "set": {"train.lr": 0.01}}]}},
          "seeds (b): seeds [0, 1] are not among those of the base row 'a' ([5])"),
