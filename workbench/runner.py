@@ -231,8 +231,11 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             if result.get("wb_resumed"):
                 at = result["wb_resumed"]
                 step = f"step {at['step']:,}, " if at.get("step") is not None else ""
+                train = out.trial.spec.train
+                per_step = train.batch_size * train.grad_accum * out.trial.spec.data.context
+                total = -(-train.tokens // per_step) * per_step  # whole steps, as the trial trains them
                 _say(f"resume   {trial_label(out.trial)}  [{out.trial.spec_hash}]  from its checkpoint at {step}"
-                     f"{at['tokens']:,}/{out.trial.spec.train.tokens:,} tokens")
+                     f"{at['tokens']:,}/{total:,} tokens")
             if result.get("wb_done"):
                 store.finish_trial(run_id, result["wb_result"])
                 self._end(out, "FINISHED", val_ppl=result["wb_result"]["val_ppl"], epochs=result["wb_result"].get("data_epochs"))
@@ -393,7 +396,10 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
             _say(f"rerun: {len(hashes)} trial(s) start afresh ({deleted} tracked run(s) and their checkpoints deleted)")
             done = store.finished_trials(study.name)
             todo = _todo(store, study, trials, done)
-        _say(f"study {study.name!r}: {len(trials)} trials, {len(trials) - len(todo)} already done, {len(todo)} to run")
+        resuming = sum((workdir / "trials" / t.spec_hash / "checkpoint.pt").exists() for t in todo)
+        from_checkpoints = f" ({resuming} from a checkpoint)" if resuming else ""
+        _say(f"study {study.name!r}: {len(trials)} trials, {len(trials) - len(todo)} already done, {len(todo)} to run"
+             f"{from_checkpoints}")
         outcomes = {t.spec_hash: Outcome(t) for t in todo if not t.optuna_samples}
         driver.run = run = StudyRun(trials, done, outcomes)
         if not todo:

@@ -76,8 +76,10 @@ def test_ctrl_c_kills_the_runs_exits_130_and_the_rerun_resumes_with_the_whole_hi
 
     again = wb("run", study, "--workdir", workdir)
     assert again.returncode == 0, again.stderr[-3000:]
-    # The driver says (on stderr, with its other trial lines) where each trial with a checkpoint picked up.
-    for spec_hash in {r.data.tags["spec_hash"] for r in killed} & written:
+    # The driver says (on stderr, with its other trial lines) how many trials resume and where each picked up.
+    resumed = {r.data.tags["spec_hash"] for r in killed} & written
+    assert f"{len(killed)} to run ({len(resumed)} from a checkpoint)" in again.stderr, again.stderr[-3000:]
+    for spec_hash in resumed:
         assert re.search(rf"resume .*\[{spec_hash}\]  from its checkpoint at step \d+, [\d,]+/{LONG_TRAIN['tokens']:,} tokens",
                          again.stderr), again.stderr[-3000:]
     client, _ = store(workdir, "stopped")
