@@ -134,7 +134,8 @@ def format_validation_error(err: ValidationError, source: str = "", model: type[
     for e in err.errors():
         msg = e["msg"].removeprefix("Value error, ")
         value = e.get("input")
-        shown = "" if isinstance(value, (dict, list)) else f" (got {value!r})"
+        # The value as given, unless it is a section (its own lines name what is wrong in it) or long.
+        shown = "" if isinstance(value, dict) or len(repr(value)) > 80 else f" (got {value!r})"
         hint = ""
         if e["type"] == "extra_forbidden" and model is not None and e["loc"]:
             hint = did_you_mean(e["loc"][-1], allowed_fields(model, data, e["loc"]))
