@@ -231,9 +231,7 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             if result.get("wb_resumed"):
                 at = result["wb_resumed"]
                 step = f"step {at['step']:,}, " if at.get("step") is not None else ""
-                train = out.trial.spec.train
-                per_step = train.batch_size * train.grad_accum * out.trial.spec.data.context
-                total = -(-train.tokens // per_step) * per_step  # whole steps, as the trial trains them
+                total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)
                 _say(f"resume   {trial_label(out.trial)}  [{out.trial.spec_hash}]  from its checkpoint at {step}"
                      f"{at['tokens']:,}/{total:,} tokens")
             if result.get("wb_done"):

@@ -247,6 +247,11 @@ class TrainSpec(Spec):
 
     _execution_only: ClassVar[frozenset[str]] = frozenset({"cuda_graphs", "workers", "parallel", "grad_norm_parts"})
 
+    def trained_tokens(self, context: int) -> int:
+        """The tokens training runs through at this context: ``tokens`` rounded up to whole steps."""
+        per_step = self.batch_size * self.grad_accum * context
+        return -(-self.tokens // per_step) * per_step
+
     @model_validator(mode="after")
     def _parts_need_whole_gradients(self):
         if self.grad_norm_parts and self.parallel == "fsdp":

@@ -564,7 +564,7 @@ def _written(err: ValidationError, edits: list[tuple[str, Any, str]], under: str
     for e in err.errors():
         loc = ".".join(str(part) for part in (under, *e["loc"]) if part != "")
         above = [w for p, _, w in edits if loc == p or loc.startswith(p + ".")]
-        inside = [(p, w) for p, _, w in edits if loc and p.startswith(loc + ".") or not loc]
+        inside = [(p, w) for p, _, w in edits if not loc or p.startswith(loc + ".")]
         named = {w for p, w in inside if re.search(rf"\b{re.escape(p.split('.')[-1])}\b", e["msg"])}
         if not above and not inside:
             return None

@@ -257,7 +257,7 @@ def study_table(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl") ->
     out = []
     for row, variant, point in row_keys(runs, info):
         mine = runs.filter(pl.col("row") == row) if not runs.is_empty() else runs
-        mine_values = dict(sorted(values.get(row, {}).items()))
+        mine_values = values.get(row, {})  # in seed order (seed_values)
         ci = stats.mean_ci(mine_values.values())
         confirming = info.confirm_seeds and (not point or (info.design_kind == "crossed" and point in info.axis))
         seeds = info.confirm_seeds if confirming else info.seeds_of(variant)

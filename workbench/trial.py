@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import platform
 import subprocess
 import sys
@@ -146,8 +145,7 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
     model = build_model(trial.model, execution).to(device)
     if workers is not None:
         model = workers.wrap(model)
-    step_tokens = trial.train.batch_size * trial.train.grad_accum * data.context
-    echo = Progress(math.ceil(trial.train.tokens / step_tokens) * step_tokens) if progress else None
+    echo = Progress(trial.train.trained_tokens(data.context)) if progress else None
     if reporter is None and lead:
         reporter = JsonlReporter(out_dir / "metrics.jsonl", echo)
     if lead:
