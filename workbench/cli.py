@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench import cli_reports, faults
+from workbench import cli_reports, faults, layout
 from workbench.errors import SpecError
 
 
@@ -75,8 +75,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(f"error: --out {out} is in use by another `wb train`: two trials writing one folder would mix "
                   "their checkpoints and metrics; wait for it to end or give another --out", file=sys.stderr)
             return 2
-        if not args.resume and (out / "checkpoint.pt").exists():
-            (out / "checkpoint.pt").unlink()
+        if not args.resume and (out / layout.CHECKPOINT).exists():
+            (out / layout.CHECKPOINT).unlink()
         print(f"trial {trial.spec_hash()}  ->  {out}", file=sys.stderr)
         try:
             if trial.train.workers > 1:
@@ -140,12 +140,12 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir)
     if args.serve and not 0 <= args.port <= 65535:
         raise SpecError(f"--port {args.port}: a port is 0-65535 (0: any free one)")
-    if args.tracking_uri is None and not (workdir / "mlflow.db").exists():
+    if not layout.has_store(workdir, args.tracking_uri):
         raise SpecError(f"--workdir {workdir}: no tracking store here (mlflow.db); run a study first")
     out = Path(args.out) if args.out else workdir / "dashboard"
     faults.check_folder(out, "--out" if args.out else "the dashboard folder", write=True)
     try:
-        pages = build_site(args.tracking_uri or local_tracking_uri(workdir), out, workdir / "mlartifacts", args.study)
+        pages = build_site(args.tracking_uri or local_tracking_uri(workdir), out, layout.artifacts(workdir), args.study)
     except ValueError as e:
         raise SpecError(str(e)) from None
     print(f"dashboard: {out / 'index.html'} ({len(pages)} {'study' if len(pages) == 1 else 'studies'})")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from workbench import layout
 from workbench.errors import SpecError
 
 
@@ -167,7 +168,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from workbench.tracking import local_tracking_uri
 
     workdir = Path(args.workdir)
-    if args.tracking_uri is None and not (workdir / "mlflow.db").exists():
+    if not layout.has_store(workdir, args.tracking_uri):
         raise SpecError(f"--workdir {workdir}: no tracking store here (mlflow.db); run a study first")
     if args.study:
         study = load_study(args.study) if args.study.endswith((".yaml", ".yml")) else None

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from workbench import layout
 from workbench.errors import SpecError
 from workbench.specs import TrialSpec
 from workbench.study import CrossedDesign, StudySpec, Trial, cell_of, expand, with_point
@@ -108,7 +109,7 @@ def run_confirmed(study: StudySpec, workdir: Path, run_study, **kw):
         print(f"study {study.name!r}: {len(failed)} search trial(s) did not finish ({names}"
               f"{', ...' if len(failed) > 5 else ''}); each variant's choice is made among its finished points",
               flush=True)
-    store = Store(kw.get("tracking_uri") or local_tracking_uri(workdir.resolve()), study.experiment, workdir.resolve() / "mlartifacts")
+    store = Store(kw.get("tracking_uri") or local_tracking_uri(workdir.resolve()), study.experiment, layout.artifacts(workdir.resolve()))
     choices = choose(study, store.trial_runs(study.name))
     variants = list(dict.fromkeys(cell_of(study, t.variant, dict(t.search_point)) for t in expand(search_stage(study))))
     missing = [v for v in variants if v not in choices]

@@ -10,6 +10,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from workbench import layout
 from workbench.errors import SpecError
 
 
@@ -72,7 +73,7 @@ def check_folder(path: Path, option: str, write: bool) -> None:
 
 def check_store(workdir: Path) -> None:
     """The workdir's tracking store, where one exists, can be written."""
-    db = workdir / "mlflow.db"
+    db = layout.store(workdir)
     if not db.exists():
         return
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from workbench import layout
 from workbench.errors import SpecError
 from workbench.study import Trial
 
@@ -50,5 +51,5 @@ def forget(store, study: str, workdir: Path, hashes: set[str]) -> int:
     """Delete the tracked runs and the checkpoint folders of ``hashes``; returns the runs deleted."""
     deleted = store.delete_trial_runs(study, hashes)
     for spec_hash in hashes:
-        shutil.rmtree(workdir / "trials" / spec_hash, ignore_errors=True)
+        shutil.rmtree(layout.trial_dir(workdir, spec_hash), ignore_errors=True)
     return deleted

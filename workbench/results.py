@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
+from workbench import layout
 from workbench.tracking import KIND, Store, local_tracking_uri, open_store, quote
 
 def read_store(workdir: Path, study: str, experiment: str | None = None, tracking_uri: str | None = None) -> Store | None:
@@ -17,13 +18,13 @@ def read_store(workdir: Path, study: str, experiment: str | None = None, trackin
     or None; unlike Store() it never creates the store or an experiment."""
     from mlflow.tracking import MlflowClient
 
-    if tracking_uri is None and not (workdir / "mlflow.db").exists():
+    if not layout.has_store(workdir, tracking_uri):
         return None
     uri = tracking_uri or local_tracking_uri(workdir)
     experiment = experiment or dict(studies(uri)).get(study, study)
     if MlflowClient(uri).get_experiment_by_name(experiment) is None:
         return None
-    return Store(uri, experiment, workdir / "mlartifacts")
+    return Store(uri, experiment, layout.artifacts(workdir))
 
 
 def finished_runs(store: Store, study: str) -> list:

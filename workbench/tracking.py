@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from components.registry import plugins_used
+from workbench import layout
 from workbench.spikes import KEYS as SPIKE_KEYS
 
 # MLflow is imported where the store is used, not with this module: a trial's process imports it
@@ -28,14 +29,14 @@ FINAL_METRICS = ("val_loss", "val_ppl", "unigram_entropy", "tokens_per_s", "mfu"
 
 
 def local_tracking_uri(workdir: Path) -> str:
-    return f"sqlite:///{(workdir / 'mlflow.db').resolve()}"
+    return f"sqlite:///{layout.store(workdir).resolve()}"
 
 
 def open_store(workdir: Path, experiment: str, tracking_uri: str | None = None) -> "Store | None":
     """The store, or None where a local one was never created (reading must not create it)."""
-    if tracking_uri is None and not (workdir / "mlflow.db").exists():
+    if not layout.has_store(workdir, tracking_uri):
         return None
-    return Store(tracking_uri or local_tracking_uri(workdir), experiment, workdir / "mlartifacts")
+    return Store(tracking_uri or local_tracking_uri(workdir), experiment, layout.artifacts(workdir))
 
 
 def create_local_store(workdir: Path) -> None:
@@ -44,7 +45,7 @@ def create_local_store(workdir: Path) -> None:
     leave the store broken. The file is made under a temporary name, then renamed into place:
     a copy of an empty store built once per MLflow version (schema_template), since running
     MLflow's fifty-odd migrations takes seconds for every new workdir."""
-    db = workdir / "mlflow.db"
+    db = layout.store(workdir)
     if db.exists():
         return
     import shutil
@@ -61,7 +62,7 @@ def create_local_store(workdir: Path) -> None:
     # points into this workdir.
     with sqlite3.connect(tmp) as con:
         con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
-                    ((workdir / "mlartifacts" / "0").resolve().as_uri(),))
+                    ((layout.artifacts(workdir) / "0").resolve().as_uri(),))
     con.close()
     os.replace(tmp, db)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from components.registry import plugins_used
+from workbench import layout
 from workbench.data import load_data
 from workbench.execution import Execution
 from workbench.faults import write_atomically
@@ -157,7 +158,7 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
         sampler.start()
     try:
         with PeakMemory(device) as train_peak:
-            trained = train(trial, model, data, reporter, out_dir / "checkpoint.pt", device, execution, workers)
+            trained = train(trial, model, data, reporter, out_dir / layout.CHECKPOINT, device, execution, workers)
         if workers is not None:
             model = workers.gather(model, lambda: build_model(trial.model, execution))
         if model is None:
