@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench import progress, rerun
+from workbench import layout, progress, rerun
 from workbench.driver import Driver
 from workbench.errors import SpecError
 from workbench.faults import sentence
@@ -106,7 +106,7 @@ def train_search_trial(tune_config: dict, template: str, workdir: str, cpus: flo
     from workbench.study import Trial, with_point
 
     trial = with_point(Trial("", 0, TrialSpec.model_validate_json(template)), search_point(tune_config))
-    _run_and_report(trial.spec, Path(workdir) / "trials" / trial.spec_hash, cpus, telemetry, progress_s, gpu)
+    _run_and_report(trial.spec, layout.trial_dir(workdir, trial.spec_hash), cpus, telemetry, progress_s, gpu)
 
 
 def search_point(tune_config: dict) -> dict:
@@ -172,6 +172,7 @@ class Outcome:
     started: float = field(default_factory=time.time)
     last: dict = field(default_factory=dict)  # the latest intermediate result, for an early stop
     run_id: str = ""  # its tracked run, once started
+    resumed: bool = False  # it picked up from its checkpoint
 
 
 def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outcomes: dict[str, Outcome], resolve,
@@ -229,7 +230,7 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                      if k.startswith("system/")]
             store.log_metrics(run_id, rows)
             if result.get("wb_resumed"):
-                at = result["wb_resumed"]
+                at, out.resumed = result["wb_resumed"], True
                 step = f"step {at['step']:,}, " if at.get("step") is not None else ""
                 total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)
                 _say(f"resume   {trial_label(out.trial)}  [{out.trial.spec_hash}]  from its checkpoint at {step}"
@@ -379,7 +380,7 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     workdir.mkdir(parents=True, exist_ok=True)
     if tracking_uri is None:
         create_local_store(workdir)
-    store = Store(tracking_uri or local_tracking_uri(workdir), study.experiment, workdir / "mlartifacts")
+    store = Store(tracking_uri or local_tracking_uri(workdir), study.experiment, layout.artifacts(workdir))
     code = code_version()
     done = store.finished_trials(study.name)
     todo = _todo(store, study, trials, done)
@@ -394,7 +395,7 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
             _say(f"rerun: {len(hashes)} trial(s) start afresh ({deleted} tracked run(s) and their checkpoints deleted)")
             done = store.finished_trials(study.name)
             todo = _todo(store, study, trials, done)
-        resuming = sum((workdir / "trials" / t.spec_hash / "checkpoint.pt").exists() for t in todo)
+        resuming = sum((layout.trial_dir(workdir, t.spec_hash) / layout.CHECKPOINT).exists() for t in todo)
         from_checkpoints = f" ({resuming} from a checkpoint)" if resuming else ""
         _say(f"study {study.name!r}: {len(trials)} trials, {len(trials) - len(todo)} already done, {len(todo)} to run"
              f"{from_checkpoints}")
@@ -456,7 +457,7 @@ def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_con
 
     from workbench.ray_train import tune_placement
 
-    configs = [{"key": t.spec_hash, "spec": t.spec.model_dump_json(), "dir": str(workdir / "trials" / t.spec_hash),
+    configs = [{"key": t.spec_hash, "spec": t.spec.model_dump_json(), "dir": str(layout.trial_dir(workdir, t.spec_hash)),
                 "cpus": study.resources.cpu, "gpu": study.resources.gpu, "progress_s": progress_s} for t in trials]
     scheduler = _asha(study, trials)
     trainable, max_concurrent = tune_placement(study, trials[0].spec.train.workers,
@@ -564,5 +565,5 @@ def _run_config(study: StudySpec, workdir: Path, callback, stopper=None):
     # Tune's result grid looks for the file loggers we turned off and warns per trial; the store
     # holds the results, so those warnings say nothing.
     logging.getLogger("ray.tune").setLevel(logging.ERROR)
-    return tune.RunConfig(name=study.name.replace("/", "_"), storage_path=str(workdir / "ray"), verbose=0,
+    return tune.RunConfig(name=study.name.replace("/", "_"), storage_path=str(layout.ray_dir(workdir)), verbose=0,
                           callbacks=[callback], failure_config=tune.FailureConfig(max_failures=0), stop=stopper)

@@ -12,8 +12,10 @@ def report(study, run, command: str) -> int:
     before = sum(t.spec_hash in run.done for t in run.trials if not t.optuna_samples)
     count = {s: sum(o.status == s for o in ran) for s in ("FINISHED", "FAILED", "KILLED", "PENDING")}
     stopped = f"; {count['KILLED']} stopped mid-way; {count['PENDING']} not started" if run.stopped else ""
+    resumed = sum(o.status == "FINISHED" and o.resumed for o in ran)
+    from_checkpoints = f" ({resumed} of them from a checkpoint)" if resumed else ""
     print(f"\nstudy {study.name!r}: {len(run.trials)} trials or searches; {before} trials were already done; "
-          f"{count['FINISHED']} finished now; {count['FAILED']} failed{stopped}")
+          f"{count['FINISHED']} finished now{from_checkpoints}; {count['FAILED']} failed{stopped}")
     for o in ran:
         detail = f"val_ppl {o.val_ppl:.3f}" if o.val_ppl else o.reason.strip().splitlines()[-1][:200] if o.reason else ""
         point = f" [{o.trial.point_label}]" if o.trial.search_point else ""

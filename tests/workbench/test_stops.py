@@ -82,6 +82,9 @@ def test_ctrl_c_kills_the_runs_exits_130_and_the_rerun_resumes_with_the_whole_hi
     for spec_hash in resumed:
         assert re.search(rf"resume .*\[{spec_hash}\]  from its checkpoint at step \d+, [\d,]+/{LONG_TRAIN['tokens']:,} tokens",
                          again.stderr), again.stderr[-3000:]
+    # The closing summary counts them among the trials that finished now.
+    assert f"{len(killed)} finished now ({len(resumed)} of them from a checkpoint); 0 failed" in again.stdout, \
+        again.stdout[-3000:]
     client, _ = store(workdir, "stopped")
     finished = [r for r in runs(workdir, "stopped") if r.info.status == "FINISHED"]
     # The resumed trials' tracked loss curves are those of an uninterrupted run, from the first step.
