@@ -20,9 +20,16 @@ class PathError(ValueError):
 
 
 def did_you_mean(name: str, choices) -> str:
-    """"; did you mean 'seeds'?" for the closest of ``choices``, or ''."""
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    """"; did you mean 'seeds'?" for the closest of ``choices``, the two closest where both are as
+    near ("; did you mean 'set' or 'test'?" for 'tset'), or ''."""
+    choices = [str(c) for c in choices]
+    close = difflib.get_close_matches(str(name), choices, n=2, cutoff=0.6)
+    if not close:
+        return ""
+    ratio = [difflib.SequenceMatcher(None, str(name), c).ratio() for c in close]
+    if len(close) == 2 and ratio[1] >= ratio[0] - 0.15:
+        return f"; did you mean {close[0]!r} or {close[1]!r}?"
+    return f"; did you mean {close[0]!r}?"
 
 
 def _no_field(path: str, where: str, node: Any, part: str) -> PathError:

@@ -45,11 +45,15 @@ class Change(Spec):
     @model_validator(mode="before")
     @classmethod
     def _own_seeds_are_a_variants_design_s(cls, data):
-        if isinstance(data, dict) and "seeds" in data and "seeds" not in cls.model_fields:
-            raise ValueError("seeds: a row runs seeds of its own only in a variants design (design.kind: variants, "
-                             "`seeds:` beside a variant's `set:`); here every row runs the study's seeds")
-        if isinstance(data, dict) and "test" in data and "test" not in cls.model_fields:
-            raise ValueError("test: a row picks its test only in a variants design (design.kind: variants, "
+        if not isinstance(data, dict):
+            return data
+        name = data.get("name")
+        row = f" ({name})" if isinstance(name, str) and name else ""
+        if "seeds" in data and "seeds" not in cls.model_fields:
+            raise ValueError(f"seeds{row}: a row runs seeds of its own only in a variants design (design.kind: "
+                             "variants, `seeds:` beside a variant's `set:`); here every row runs the study's seeds")
+        if "test" in data and "test" not in cls.model_fields:
+            raise ValueError(f"test{row}: a row picks its test only in a variants design (design.kind: variants, "
                              "`test: welch` beside a variant's `set:`); here every row is compared paired by seed")
         return data
 
@@ -315,6 +319,8 @@ class StudySpec(Spec):
         unpaired = welch_variants(self)
         for i, v in enumerate(variants):
             if v.name in unpaired or base in unpaired:
+                if v.name != base:
+                    _check_welch_seeds(variants, seeds_of, v.name, base)
                 continue  # compared unpaired: its seeds need not be the base's
             lacking = [s for s in seeds_of[v.name] if s not in seeds_of[base]]
             if lacking:
@@ -356,6 +362,18 @@ def variant_seeds(study: "StudySpec") -> dict[str, list[int]]:
     own = {v.name: list(v.seeds) for v in study.design.variants if v.seeds is not None} \
         if isinstance(study.design, VariantsDesign) else {}
     return {name: own.get(name, list(study.seeds)) for name in variant_names(study)}
+
+
+def _check_welch_seeds(variants: list[Variant], seeds_of: dict[str, list[int]], row: str, base: str) -> None:
+    """Welch's test estimates each row's spread from its own seeds: a row compared unpaired, and
+    the base it is compared with, need two seeds or more."""
+    for name in (row, base):
+        if len(seeds_of[name]) < 2:
+            i = next(i for i, v in enumerate(variants) if v.name == name)
+            where = f"design.variants[{i}].seeds" if variants[i].seeds is not None else "seeds"
+            raise ValueError(f"{where} ({name}): {seeds_of[name]}: Welch's test (`test: welch`) compares {row!r} "
+                             f"with the base {base!r} from each row's own spread, which takes at least 2 seeds "
+                             f"of each; give {name!r} two seeds or more, or compare the rows paired (no `test: welch`)")
 
 
 def welch_variants(study: "StudySpec") -> list[str]:

@@ -145,6 +145,11 @@ def test_a_misspelt_key_gets_the_closest_field_and_no_error_about_defaults():
     with pytest.raises(SpecError) as err:  # a component's options: those of the kind given
         validate(ModelSpec, {"attention": {"qk_norm": {"kind": "rmsnorm", "esp": 1e-6}}}, "model.yaml")
     assert "did you mean 'eps'?" in str(err.value)
+    with pytest.raises(SpecError) as err:  # two keys as near: both named
+        validate(StudySpec, {"name": "s", "design": {"kind": "variants", "variants": [{"name": "x", "tset": "welch"}]}},
+                 "study.yaml")
+    assert "design.variants[0].tset: Extra inputs are not permitted (got 'welch'); did you mean 'set' or 'test'?" \
+        in str(err.value), str(err.value)
     with pytest.raises(SpecError) as err:  # the default is named as such when it is the one that clashes
         validate(ModelSpec, {"d_model": 32}, "model.yaml")
     assert "n_heads=12 (the default) does not divide d_model=32" in str(err.value)

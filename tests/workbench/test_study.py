@@ -109,9 +109,9 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [], "set": {"seed": 0}}]}},
          "design.variants[0].seeds: List should have at least 1 item"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "seeds": [0], "set": {"seed": 0}}]}},
-         "design.changes[0].seeds: a row runs seeds of its own only in a variants design (design.kind: variants"),
+         "design.changes[0].seeds (x): a row runs seeds of its own only in a variants design (design.kind: variants"),
         ({"name": "s", "base": BASE, "design": {"kind": "cumulative", "steps": [{"name": "x", "seeds": [0], "set": {"seed": 0}}]}},
-         "design.steps[0].seeds: a row runs seeds of its own only in a variants design"),
+         "design.steps[0].seeds (x): a row runs seeds of its own only in a variants design"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [0, 1, 1]}]}},
          "design.variants[0].seeds: seed 1 is listed twice"),
         ({"name": "s", "base": BASE, "seeds": [0, 2, 0], "design": {"kind": "variants", "variants": [{"name": "x"}]}},
@@ -132,9 +132,20 @@ def test_search_draws_per_variant_and_is_reproducible():
             {"name": "FoX (Pro)"}, {"name": "b (lr)", "seeds": [3], "set": {"train.lr": 0.01}}]}},
          "design.variants[1].seeds (b (lr)): seeds [3] are not among those of the base row 'FoX (Pro)'"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "test": "welch", "set": {"seed": 0}}]}},
-         "design.changes[0].test: a row picks its test only in a variants design (design.kind: variants"),
+         "design.changes[0].test (x): a row picks its test only in a variants design (design.kind: variants"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "test": "unpaired"}]}},
          "design.variants[0].test: Input should be 'paired' or 'welch'"),
+        # Welch's test takes each row's spread from its own seeds: two or more on each side.
+        ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "variants": [
+            {"name": "a"}, {"name": "noisy", "test": "welch", "seeds": [7], "set": {"train.lr": 0.01}}]}},
+         "design.variants[1].seeds (noisy): [7]: Welch's test (`test: welch`) compares 'noisy' with the base 'a' "
+         "from each row's own spread, which takes at least 2 seeds of each; give 'noisy' two seeds or more"),
+        ({"name": "s", "base": BASE, "seeds": [0], "design": {"kind": "variants", "variants": [
+            {"name": "a"}, {"name": "noisy", "test": "welch", "seeds": [0, 1, 2], "set": {"train.lr": 0.01}}]}},
+         "seeds (a): [0]: Welch's test (`test: welch`) compares 'noisy' with the base 'a'"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [
+            {"name": "a", "test": "welch", "seeds": [0, 1]}, {"name": "b", "seeds": [4], "set": {"train.lr": 0.01}}]}},
+         "design.variants[1].seeds (b): [4]: Welch's test (`test: welch`) compares 'b' with the base 'a'"),
         ({"name": "both ' and \"", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]}},
          "name: a name may contain ' or \" but not both"),
     ],
@@ -179,7 +190,7 @@ def test_a_row_compared_unpaired_runs_seeds_the_base_does_not():
     assert welch_variants(spec) == ["noisy"] and json.loads(design_tags(spec)["welch"]) == ["noisy"]
     assert "welch" not in design_tags(study({"kind": "variants", "variants": [{"name": "a"}]}))
     # The base declared welch: every row is compared with it unpaired, on any seeds.
-    expand(study({"kind": "variants", "variants": [{"name": "a", "test": "welch", "seeds": [0]},
+    expand(study({"kind": "variants", "variants": [{"name": "a", "test": "welch", "seeds": [0, 1]},
                                                    {"name": "b", "seeds": [4, 5], "set": {"train.lr": 0.01}}]}))
 
 
