@@ -319,7 +319,7 @@ class StudySpec(Spec):
         unpaired = welch_variants(self)
         for i, v in enumerate(variants):
             if v.name in unpaired or base in unpaired:
-                if v.name != base:
+                if v.name != base and self.search is None:  # a search's confirmation takes seeds of its own
                     _check_welch_seeds(variants, seeds_of, v.name, base)
                 continue  # compared unpaired: its seeds need not be the base's
             lacking = [s for s in seeds_of[v.name] if s not in seeds_of[base]]

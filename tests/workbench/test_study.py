@@ -192,6 +192,10 @@ def test_a_row_compared_unpaired_runs_seeds_the_base_does_not():
     # The base declared welch: every row is compared with it unpaired, on any seeds.
     expand(study({"kind": "variants", "variants": [{"name": "a", "test": "welch", "seeds": [0, 1]},
                                                    {"name": "b", "seeds": [4, 5], "set": {"train.lr": 0.01}}]}))
+    # A search draws each point on one seed and confirms the best on seeds of its own: one is fine there.
+    expand(study({"kind": "variants", "variants": [{"name": "a"}, {"name": "b", "test": "welch", "set": {"train.lr": 0.01}}]},
+                 seeds=[0], search={"space": {"train.lr": {"choice": [0.01, 0.02]}}, "algorithm": "grid",
+                                    "confirm": {"seeds": [0, 1, 2]}}))
 
 
 def test_two_names_for_one_model_run_once_as_aliases():
