@@ -245,7 +245,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                 if not result.get("wb_progress"):
                     out.last = result  # an intermediate validation, kept for an early stop
                 losses = [s["train_loss"] for s in result.get("wb_steps", []) if "train_loss" in s]
-                progress.VIEW.update(trial.trial_id, trial_label(out.trial), out.trial.spec.train.tokens,
+                total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)
+                progress.VIEW.update(trial.trial_id, trial_label(out.trial), total,
                                      result.get("tokens", 0), losses[-1] if losses else None, out.started)
 
         def on_trial_complete(self, iteration, trials, trial, **info):

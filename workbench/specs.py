@@ -211,6 +211,12 @@ DataSpec = Annotated[CorpusData | TokenData | MQARData | DatasetData | TableData
                     Field(discriminator="kind")]
 
 
+def whole_steps(tokens: int, per_step: int) -> int:
+    """``tokens`` rounded up to whole steps of ``per_step`` tokens: what a training of ``tokens``
+    runs through (its last step is a whole one)."""
+    return -(-tokens // per_step) * per_step
+
+
 class TrainSpec(Spec):
     """Token counts are in tokens; one step = batch_size * grad_accum sequences of the context."""
 
@@ -249,8 +255,7 @@ class TrainSpec(Spec):
 
     def trained_tokens(self, context: int) -> int:
         """The tokens training runs through at this context: ``tokens`` rounded up to whole steps."""
-        per_step = self.batch_size * self.grad_accum * context
-        return -(-self.tokens // per_step) * per_step
+        return whole_steps(self.tokens, self.batch_size * self.grad_accum * context)
 
     @model_validator(mode="after")
     def _parts_need_whole_gradients(self):

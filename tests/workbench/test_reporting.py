@@ -59,6 +59,7 @@ def grid_search(tmp_path_factory):
     """The study run once through `wb run` on a pseudo-terminal; returns (study file, workdir,
     the terminal's text, what `wb status` and `--dry-run` said of a running trial)."""
     tmp = tmp_path_factory.mktemp("grid_search")
+    # 48,000 tokens asked: 94 whole steps of 8 x 64, 48,128 trained, the total progress lines show.
     base = {**MINI_BASE, "train": {**MINI_BASE["train"], "tokens": 48000, "eval_every_tokens": 16384}}
     study = {"name": "grid_search", "base": base, "seeds": [0, 1],
              "design": {"kind": "grid", "axes": {"model.attention.forget_gate": ["data_dependent", "bias_only"]}},
@@ -127,7 +128,7 @@ def test_the_study_runs_with_a_live_view_on_a_terminal(grid_search):
     assert rc == 0, terminal[-3000:]
     assert len(store_values(workdir)) == 8
     # Progress lines per running trial (tokens, loss, ETA) redrawn in place: cursor up and erase.
-    assert re.search(r"running  forget_gate=\w+ \[lr=0\.0\d+\] / seed \d  [\d,]+/48,000 tokens \(\d+%\)  loss \d", terminal)
+    assert re.search(r"running  forget_gate=\w+ \[lr=0\.0\d+\] / seed \d  [\d,]+/48,128 tokens \(\d+%\)  loss \d", terminal)
     assert "\x1b[" in terminal and "F\x1b[J" in terminal and "eta " in terminal
     # Start and finish lines name the search point in full.
     for row in ROWS:
@@ -138,7 +139,7 @@ def test_status_and_dry_run_show_a_running_trial(grid_search):
     _, _, _, _, seen = grid_search
     assert "status" in seen and "dry" in seen, seen
     assert re.search(r"study 'grid_search': 8 trials: \d+ running", seen["status"])
-    assert re.search(r"running +forget_gate=\w+ \[lr=0\.0\d+\] / seed \d +\w{16}  [\d,]+/48,000 tokens \(\d+%\)  loss [\d.]+  eta ",
+    assert re.search(r"running +forget_gate=\w+ \[lr=0\.0\d+\] / seed \d +\w{16}  [\d,]+/48,128 tokens \(\d+%\)  loss [\d.]+  eta ",
                      seen["status"])
     assert re.search(r"^  (to run|finished) ", seen["status"], re.M)
     assert re.search(r"\d+ running", seen["dry"].splitlines()[0])

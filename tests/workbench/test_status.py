@@ -61,12 +61,13 @@ def test_status_reads_every_trial_state_and_flags_an_idle_gpu(tmp_path):
     assert "GPU" not in next(l for l in text.splitlines() if "busy / seed 0" in l)
     assert "GPU" not in next(l for l in text.splitlines() if "cpu / seed 0" in l)
     line = next(l for l in text.splitlines() if "idle / seed 1" in l)
-    # 1000 tokens in 10 s: the 8000 to go take 80 s from the last report, 10 s before `asked`.
-    assert line.lstrip().startswith("running") and "2,000/10,000 tokens (20%)  loss 3.500" in line
+    # Of the tokens it trains: the 10,000 asked in whole steps, 10,240. 1000 tokens in 10 s: the 8,240
+    # to go take 82.4 s from the last report, 10 s before `asked`.
+    assert line.lstrip().startswith("running") and "2,000/10,240 tokens (20%)  loss 3.500" in line
     eta = re.search(r"eta (?:(\d+) min )?(\d+) s", line)
     seconds = int(eta.group(1) or 0) * 60 + int(eta.group(2))
     last = now_ms / 1000 - 10
-    assert 80 - (answered - last) - 1 <= seconds <= 80 - (asked - last) + 1, line
+    assert 82.4 - (answered - last) - 1 <= seconds <= 82.4 - (asked - last) + 1, line
     assert "[GPU 30% busy (under 50%)]" in line
     line = next(l for l in text.splitlines() if "busy / seed 1" in l)
     assert "failed" in line and "TrainError: the training loss became nan at step 3" in line
