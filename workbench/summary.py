@@ -14,10 +14,13 @@ def report(study, run, command: str) -> int:
     stopped = f"; {count['KILLED']} stopped mid-way; {count['PENDING']} not started" if run.stopped else ""
     resumed = sum(o.status == "FINISHED" and o.resumed for o in ran)
     from_checkpoints = f" ({resumed} of them from a checkpoint)" if resumed else ""
-    print(f"\nstudy {study.name!r}: {len(run.trials)} trials or searches; {before} trials were already done; "
+    searches = sum(1 for t in run.trials if t.optuna_samples)  # an adaptive search: its draws are trials of their own
+    what = f"{len(run.trials) - searches} trials" + (f" and {searches} adaptive search(es)" if searches else "")
+    print(f"\nstudy {study.name!r}: {what}; {before} {'trial was' if before == 1 else 'trials were'} already done; "
           f"{count['FINISHED']} finished now{from_checkpoints}; {count['FAILED']} failed{stopped}")
     for o in ran:
-        detail = f"val_ppl {o.val_ppl:.3f}" if o.val_ppl else o.reason.strip().splitlines()[-1][:200] if o.reason else ""
+        detail = f"val_ppl {o.val_ppl:.3f}" if o.val_ppl else o.reason.strip().splitlines()[-1][:200] if o.reason else \
+            "not started" if o.status == "PENDING" else ""
         point = f" [{o.trial.point_label}]" if o.trial.search_point else ""
         print(f"  {o.status:<9} {o.trial.variant}{point} / seed {o.trial.seed}  {detail}")
     failures = [o for o in ran if o.status == "FAILED"]

@@ -127,3 +127,26 @@ def test_a_stopped_study_says_whether_its_trials_resume_or_start_again():
     assert resume_note(saving) == "stopped trials resume from their last checkpoint"
     assert resume_note([]) == "no trial was stopped mid-way"  # a stop before any trial started
     assert resume_note([saving[0], trials[1]]).startswith("1 stopped trial(s) resume from their last checkpoint, 1 start again")
+
+
+def test_the_closing_summary_counts_each_state_and_names_what_did_not_start(capsys):
+    """`wb run`'s last lines for a study stopped part way: the counts (with the trials that resumed
+    from a checkpoint), a line per trial with its result or reason, "not started" for the rest."""
+    from workbench.cli_reports import load_study
+    from workbench.runner import Outcome, StudyRun
+    from workbench.study import expand
+    from workbench.summary import report
+
+    study = load_study(str(ROOT / "studies/quickstart.yaml"))
+    trials = expand(study)
+    outcomes = [Outcome(trials[1], "FINISHED", val_ppl=3.25, resumed=True), Outcome(trials[2], "FINISHED", val_ppl=3.5),
+                Outcome(trials[3], "KILLED", reason="interrupted (SIGINT to the driver)"), Outcome(trials[4]), Outcome(trials[5])]
+    run = StudyRun(trials, {trials[0].spec_hash: "run0"}, {o.trial.spec_hash: o for o in outcomes},
+                   stopped="interrupted", reason="interrupted (SIGINT to the driver)")
+    assert report(study, run, "wb run quickstart.yaml") == 130
+    out = capsys.readouterr().out
+    assert "study 'quickstart': 6 trials; 1 trial was already done; 2 finished now (1 of them from a checkpoint); " \
+           "0 failed; 1 stopped mid-way; 2 not started" in out, out
+    assert f"  KILLED    {trials[3].variant} / seed {trials[3].seed}  interrupted (SIGINT to the driver)" in out
+    assert f"  PENDING   {trials[4].variant} / seed {trials[4].seed}  not started" in out
+    assert f"  FINISHED  {trials[1].variant} / seed {trials[1].seed}  val_ppl 3.250" in out

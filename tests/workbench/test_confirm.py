@@ -91,9 +91,9 @@ def test_tune_then_confirm_chooses_from_the_search_runs_it_resumes_between_stage
     finished = [r.data.tags["spec_hash"] for r in trials if r.info.status == "FINISHED"]
     assert len(finished) == len(set(finished)) == 6
 
-    assert "6 trials or searches; 4 trials were already done; 2 finished now" in again.stdout, again.stdout[-2000:]
+    assert "6 trials; 4 trials were already done; 2 finished now" in again.stdout, again.stdout[-2000:]
     third = wb("run", study, "--workdir", workdir)
-    assert third.returncode == 0 and "6 trials or searches; 6 trials were already done; 0 finished now" in third.stdout, \
+    assert third.returncode == 0 and "6 trials; 6 trials were already done; 0 finished now" in third.stdout, \
         third.stdout[-2000:]
     # The dry run lists the confirmation trials once the search has finished, with their states.
     dry = wb("run", study, "--workdir", workdir, "--dry-run")
