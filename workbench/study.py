@@ -370,10 +370,12 @@ def _check_welch_seeds(variants: list[Variant], seeds_of: dict[str, list[int]], 
     for name in (row, base):
         if len(seeds_of[name]) < 2:
             i = next(i for i, v in enumerate(variants) if v.name == name)
-            where = f"design.variants[{i}].seeds" if variants[i].seeds is not None else "seeds"
+            own = variants[i].seeds is not None
+            where = f"design.variants[{i}].seeds" if own else "seeds"
+            fix = f"give {name!r} two seeds or more" if own else f"give the study's seeds (which {name!r} runs) two or more"
             raise ValueError(f"{where} ({name}): {seeds_of[name]}: Welch's test (`test: welch`) compares {row!r} "
                              f"with the base {base!r} from each row's own spread, which takes at least 2 seeds "
-                             f"of each; give {name!r} two seeds or more, or compare the rows paired (no `test: welch`)")
+                             f"of each; {fix}, or compare the rows paired (no `test: welch`)")
 
 
 def welch_variants(study: "StudySpec") -> list[str]:

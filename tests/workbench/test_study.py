@@ -142,7 +142,8 @@ def test_search_draws_per_variant_and_is_reproducible():
          "from each row's own spread, which takes at least 2 seeds of each; give 'noisy' two seeds or more"),
         ({"name": "s", "base": BASE, "seeds": [0], "design": {"kind": "variants", "variants": [
             {"name": "a"}, {"name": "noisy", "test": "welch", "seeds": [0, 1, 2], "set": {"train.lr": 0.01}}]}},
-         "seeds (a): [0]: Welch's test (`test: welch`) compares 'noisy' with the base 'a'"),
+         "seeds (a): [0]: Welch's test (`test: welch`) compares 'noisy' with the base 'a' from each row's own spread, "
+         "which takes at least 2 seeds of each; give the study's seeds (which 'a' runs) two or more"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [
             {"name": "a", "test": "welch", "seeds": [0, 1]}, {"name": "b", "seeds": [4], "set": {"train.lr": 0.01}}]}},
          "design.variants[1].seeds (b): [4]: Welch's test (`test: welch`) compares 'b' with the base 'a'"),
