@@ -67,6 +67,8 @@ def slim(source: Path, out: Path) -> tuple[int, int]:
         raise StoreError(f"out {out}: a folder; name the file (e.g. {out / 'store.db.xz'})")
     if not out.parent.is_dir():
         raise StoreError(f"out {out}: no folder {out.parent}")
+    if out.suffix != ".xz":
+        raise StoreError(f"out {out}: the slim copy is xz-compressed; name it so (e.g. {out.name}.xz)")
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "store.db"
         _backup(source, copy)
@@ -100,6 +102,8 @@ def merge(dest: Path, sources: list[Path]) -> int:
     check_store(dest, "store")
     for source in sources:
         check_store(source, "source")
+        if source.resolve() == dest.resolve():
+            raise StoreError(f"source {source}: that is the store itself; name the stores that hold the full series")
     db = sqlite3.connect(dest, timeout=30)
     try:
         columns = ", ".join(f'"{row[1]}"' for row in db.execute("PRAGMA table_info(metrics)"))
@@ -159,7 +163,7 @@ def main(argv=None) -> int:
             before, after = slim(args.store, args.out)
             print(f"{args.out}: {after:,} of {before:,} metric points kept, {args.out.stat().st_size / 1e6:.2f} MB")
         else:
-            print(f"{args.store}: {merge(args.store, args.sources):,} series put back")
+            print(f"{args.store}: {merge(args.store, args.sources):,} series put back, the metrics indexes in place")
     except StoreError as e:
         print(f"carry_store: {e}", file=sys.stderr)
         return 2

@@ -109,7 +109,9 @@ def test_what_is_not_a_store_is_refused_by_name_and_nothing_is_changed(tmp_path)
         (["slim", tmp_path / "notes.txt", tmp_path / "out.xz"], "not a SQLite file"),
         (["slim", tmp_path / "empty.db", tmp_path / "out.xz"], "not a SQLite file"),
         (["slim", tmp_path / "store.db.xz", tmp_path / "out.xz"], "xz-compressed; decompress it first"),
+        (["slim", store, tmp_path / "plain.db"], "the slim copy is xz-compressed; name it so (e.g. plain.db.xz)"),
         (["merge", store, tmp_path / "nope.db"], f"source {tmp_path / 'nope.db'}: no such file"),
+        (["merge", store, tmp_path / "." / "mlflow.db"], "that is the store itself"),
         (["merge", store, tmp_path / "folder"], "a folder, not a store"),
         (["merge", store, tmp_path / "store.db.xz"], "xz-compressed"),
         (["merge", tmp_path / "notes.txt", store], f"store {tmp_path / 'notes.txt'}: not a SQLite file"),
@@ -118,4 +120,4 @@ def test_what_is_not_a_store_is_refused_by_name_and_nothing_is_changed(tmp_path)
         run = subprocess.run([sys.executable, SCRIPT, *map(str, args)], capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert run.returncode == 2 and message in run.stderr and "Traceback" not in run.stderr, (args, run.stderr)
     assert store.read_bytes() == before  # merge checks every path before it touches the store
-    assert not (tmp_path / "out.xz").exists() and sorted(p.name for p in (tmp_path / "folder").iterdir()) == []
+    assert not (tmp_path / "out.xz").exists() and not (tmp_path / "plain.db").exists() and sorted(p.name for p in (tmp_path / "folder").iterdir()) == []
