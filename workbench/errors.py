@@ -139,6 +139,8 @@ def format_validation_error(err: ValidationError, source: str = "", model: type[
         hint = ""
         if e["type"] == "extra_forbidden" and model is not None and e["loc"]:
             hint = did_you_mean(e["loc"][-1], allowed_fields(model, data, e["loc"]))
+            if not hint and len(e["loc"]) > 1 and e["loc"][-1] in model.model_fields:  # a key one level too deep
+                hint = f"; {e['loc'][-1]!r} belongs at the top level of the file"
         loc, note = _as_written(model, data, tuple(e["loc"])), ""
         if e["type"] == "value_error":
             loc, note, msg = _field_in_message(loc, msg)

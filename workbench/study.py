@@ -196,6 +196,22 @@ class Distribution(Spec):
     uniform: tuple[float, float] | None = None
     choice: list[Any] | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_key_form(cls, data):
+        # A form from other tools ({kind: loguniform, low: a, high: b}) gets this one's spelling,
+        # not one "extra input" line per key.
+        if isinstance(data, dict) and "kind" in data and not set(data) & set(cls.model_fields):
+            kind = data["kind"]
+            if kind in ("loguniform", "uniform") and {"low", "high"} <= set(data):
+                form = f"{{{kind}: [{data['low']}, {data['high']}]}}"
+            elif kind == "choice" and ("values" in data or "choices" in data):
+                form = f"{{choice: {data.get('values', data.get('choices'))}}}"
+            else:
+                form = "{loguniform: [lo, hi]}, {uniform: [lo, hi]} or {choice: [...]}"
+            raise ValueError(f"a searched field is one key and its values: write {form} (got keys {sorted(data)})")
+        return data
+
     @model_validator(mode="after")
     def _exactly_one(self):
         given = [k for k in ("loguniform", "uniform", "choice") if getattr(self, k) is not None]

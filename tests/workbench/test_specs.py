@@ -145,6 +145,14 @@ def test_a_misspelt_key_gets_the_closest_field_and_no_error_about_defaults():
     with pytest.raises(SpecError) as err:  # a component's options: those of the kind given
         validate(ModelSpec, {"attention": {"qk_norm": {"kind": "rmsnorm", "esp": 1e-6}}}, "model.yaml")
     assert "did you mean 'eps'?" in str(err.value)
+    with pytest.raises(SpecError) as err:  # a study's key one level too deep; another tool's form of a searched field
+        validate(StudySpec, {"name": "s", "design": {"kind": "grid", "axes": {"train.lr": [0.01]}, "seeds": [0, 1]},
+                             "search": {"space": {"train.lr": {"kind": "loguniform", "low": 1e-4, "high": 1e-2}}}},
+                 "study.yaml")
+    text = str(err.value)
+    assert "design.seeds: Extra inputs are not permitted (got [0, 1]); 'seeds' belongs at the top level of the file" in text
+    assert "search.space.train.lr: a searched field is one key and its values: write {loguniform: [0.0001, 0.01]} " \
+           "(got keys ['high', 'kind', 'low'])" in text and "2 problem(s)" in text, text
     with pytest.raises(SpecError) as err:  # two keys as near: both named
         validate(StudySpec, {"name": "s", "design": {"kind": "variants", "variants": [{"name": "x", "tset": "welch"}]}},
                  "study.yaml")
