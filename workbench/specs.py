@@ -253,9 +253,17 @@ class TrainSpec(Spec):
 
     _execution_only: ClassVar[frozenset[str]] = frozenset({"cuda_graphs", "workers", "parallel", "grad_norm_parts"})
 
+    def step_tokens(self, context: int) -> int:
+        """The tokens one optimizer step trains on at this context."""
+        return self.batch_size * self.grad_accum * context
+
     def trained_tokens(self, context: int) -> int:
         """The tokens training runs through at this context: ``tokens`` rounded up to whole steps."""
-        return whole_steps(self.tokens, self.batch_size * self.grad_accum * context)
+        return whole_steps(self.tokens, self.step_tokens(context))
+
+    def total_steps(self, context: int) -> int:
+        """The optimizer steps training takes at this context (the last one whole)."""
+        return self.trained_tokens(context) // self.step_tokens(context)
 
     @model_validator(mode="after")
     def _parts_need_whole_gradients(self):

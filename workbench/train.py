@@ -127,8 +127,8 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
     autocast = autocast_for(spec, device)
     opt = make_optimizer(model, spec, device)
     context = data.context
-    tokens_per_step = spec.batch_size * spec.grad_accum * context
-    total_steps = math.ceil(spec.tokens / tokens_per_step)
+    tokens_per_step = spec.step_tokens(context)
+    total_steps = spec.total_steps(context)
     state = TrainState()
     if checkpoint is not None and checkpoint.exists():
         load = workers.load if workers else load_checkpoint
