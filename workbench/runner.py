@@ -229,10 +229,10 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             rows += [(k, v, s["tokens"], s["time_ms"]) for s in result.get("wb_system", []) for k, v in s.items()
                      if k.startswith("system/")]
             store.log_metrics(run_id, rows)
+            total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)  # what the lines show
             if result.get("wb_resumed"):
                 at, out.resumed = result["wb_resumed"], True
                 step = f"step {at['step']:,}, " if at.get("step") is not None else ""
-                total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)
                 _say(f"resume   {trial_label(out.trial)}  [{out.trial.spec_hash}]  from its checkpoint at {step}"
                      f"{at['tokens']:,}/{total:,} tokens")
             if result.get("wb_done"):
@@ -245,7 +245,6 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                 if not result.get("wb_progress"):
                     out.last = result  # an intermediate validation, kept for an early stop
                 losses = [s["train_loss"] for s in result.get("wb_steps", []) if "train_loss" in s]
-                total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)
                 progress.VIEW.update(trial.trial_id, trial_label(out.trial), total,
                                      result.get("tokens", 0), losses[-1] if losses else None, out.started)
 
