@@ -43,7 +43,7 @@ def _spikes_cell(r: dict) -> str:
     if r.get("runs_spiked") is None:
         return '<td class="num"></td>'
     title = (f'{r["grad_spikes"]} gradient-norm and {r["loss_spikes"]} loss spikes; largest gradient norm after '
-             f'warmup {r["grad_norm_max"]:.3g}')
+             f'warmup {r["grad_norm_max"]:#.3g}')
     mark = '<span class="spike">&#9889;</span> ' if r["runs_spiked"] else ""
     return f'<td class="num spikes" title="{esc(title)}">{mark}{r["runs_spiked"]}/{r["finished"]}</td>'
 

@@ -28,7 +28,7 @@ def _spike_cell(r: dict) -> str:
         return ""
     mark = "!" if r["runs_spiked"] else ""
     # "k of n", not "k/n": the seeds column's k/n! counts seeds against those asked.
-    return f"{r['runs_spiked']} of {r['finished']}{mark} max {_num(r['grad_norm_max'], '.3g')}"
+    return f"{r['runs_spiked']} of {r['finished']}{mark} max {_num(r['grad_norm_max'], '#.3g')}"
 
 
 def _p_cell(p, alpha: float) -> str:

@@ -117,7 +117,7 @@ def test_rows_whose_runs_spiked_are_marked_with_the_definition():
     assert (spiky["runs_spiked"], spiky["grad_spikes"], spiky["loss_spikes"], spiky["grad_norm_max"]) == (1, 2, 1, 41.0)
     text = "\n".join(table_lines(table, info, "val_ppl"))
     line = next(l for l in text.splitlines() if l.startswith("spiky "))
-    assert "1 of 2! max 41" in line and "0 of 2 max 1.3" in next(l for l in text.splitlines() if l.startswith("base "))
+    assert "1 of 2! max 41.0" in line and "0 of 2 max 1.30" in next(l for l in text.splitlines() if l.startswith("base "))
     assert "k of n runs spiked" in text and "10x the median gradient norm" in text
     page = ablation_table(table, info)
     assert page.count('class="spike"') == 1 and "2 gradient-norm and 1 loss spikes" in page
