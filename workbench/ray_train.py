@@ -19,6 +19,7 @@ from pathlib import Path
 
 os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
 
+from workbench import local_ray  # noqa: E402
 from workbench.errors import SpecError  # noqa: E402
 from workbench.runner import TuneReporter  # noqa: E402
 
@@ -166,8 +167,7 @@ def run_workers(spec, out: Path, cpus: float = 1.0, gpu: float | None = None) ->
     out.mkdir(parents=True, exist_ok=True)
     started = not ray.is_initialized()
     if started:
-        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False, log_to_driver=True,
-                 configure_logging=False)
+        local_ray.start(os.environ.get("RAY_ADDRESS") or "local", log_to_driver=True)
     main = threading.current_thread() is threading.main_thread()
     sigint = signal.getsignal(signal.SIGINT) if main else None
     try:

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench import layout, progress, rerun
+from workbench import layout, local_ray, progress, rerun
 from workbench.driver import Driver
 from workbench.errors import SpecError
 from workbench.faults import sentence
@@ -412,7 +412,7 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
             # address="local": always a Ray of our own. With no address, ray.init joins the cluster the
             # last `ray start` on this machine recorded (/tmp/ray/ray_current_cluster) or RAY_ADDRESS,
             # and a stale record of a cluster long gone makes it wait on a GCS that never answers.
-            ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
+            local_ray.start(log_to_driver=False)
             driver.stops.install()  # again: ray.init took SIGTERM over (workbench.stops)
         driver.watch_ray()
         callback = _tracking_callback(store, parent_id, study.name, code, outcomes, _resolver(todo), set(done), driver)

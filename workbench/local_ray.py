@@ -1,0 +1,28 @@
+"""Starting a Ray of the workbench's own on this machine.
+
+Ray 2.60 turns token authentication on for every new local cluster and logs a warning saying
+so each time. The workbench keeps the authentication and drops only that line: it is printed on
+every ``wb run`` and ``wb train`` and tells the user nothing they act on.
+"""
+from __future__ import annotations
+
+import logging
+
+_NOTICE = "Token authentication is enabled for this Ray cluster"
+
+
+def _not_the_auth_notice(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(_NOTICE)
+
+
+def start(address: str = "local", *, log_to_driver: bool) -> None:
+    """``ray.init`` on ``address`` (``"local"``: always a new Ray of our own, never a cluster
+    recorded by an earlier ``ray start``), without Ray's dashboard or its logging setup."""
+    import ray
+
+    auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    auth_log.addFilter(_not_the_auth_notice)
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=log_to_driver, configure_logging=False)
+    finally:
+        auth_log.removeFilter(_not_the_auth_notice)
