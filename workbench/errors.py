@@ -65,6 +65,22 @@ def _field_in_message(loc: tuple, msg: str) -> tuple[tuple, str, str]:
     return (*loc, *parts), note, rest
 
 
+def _row_name(data: Any, loc: tuple) -> str:
+    """The ``name`` of the innermost named list item the location passes through (a design's row),
+    as the note after the field: ``design.variants[0].seeds (FoX)``; "" where there is none."""
+    name, value = "", data
+    for part in loc:
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and isinstance(part, int) and -len(value) <= part < len(value):
+            value = value[part]
+            if isinstance(value, dict) and isinstance(value.get("name"), str):
+                name = value["name"]
+        else:
+            break
+    return f" ({name})" if name else ""
+
+
 def _strip(annotation):
     """The type under Annotated[...] (pydantic's SerializeAsAny, our slot validators)."""
     while typing.get_origin(annotation) is typing.Annotated:
@@ -144,6 +160,7 @@ def format_validation_error(err: ValidationError, source: str = "", model: type[
         loc, note = _as_written(model, data, tuple(e["loc"])), ""
         if e["type"] == "value_error":
             loc, note, msg = _field_in_message(loc, msg)
+        note = note or _row_name(data, loc)
         lines.append(f"{_location(loc)}{note}: {msg}{shown}{hint}")
     head = f"{source}: " if source else ""
     return head + f"{len(lines)} problem(s)\n  " + "\n  ".join(lines)

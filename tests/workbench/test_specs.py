@@ -156,7 +156,7 @@ def test_a_misspelt_key_gets_the_closest_field_and_no_error_about_defaults():
     with pytest.raises(SpecError) as err:  # two keys as near: both named
         validate(StudySpec, {"name": "s", "design": {"kind": "variants", "variants": [{"name": "x", "tset": "welch"}]}},
                  "study.yaml")
-    assert "design.variants[0].tset: Extra inputs are not permitted (got 'welch'); did you mean 'set' or 'test'?" \
+    assert "design.variants[0].tset (x): Extra inputs are not permitted (got 'welch'); did you mean 'set' or 'test'?" \
         in str(err.value), str(err.value)
     with pytest.raises(SpecError) as err:  # the default is named as such when it is the one that clashes
         validate(ModelSpec, {"d_model": 32}, "model.yaml")

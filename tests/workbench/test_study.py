@@ -107,19 +107,19 @@ def test_search_draws_per_variant_and_is_reproducible():
           "search": {"space": {"train.lr": {"choice": [0.01, 0.02]}}, "algorithm": "grid"}},
          "design.variants[0].seeds (x): a variant's own seeds are for a study without a search"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [], "set": {"seed": 0}}]}},
-         "design.variants[0].seeds: List should have at least 1 item"),
+         "design.variants[0].seeds (x): List should have at least 1 item"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "seeds": [0], "set": {"seed": 0}}]}},
          "design.changes[0].seeds (x): a row runs seeds of its own only in a variants design (design.kind: variants"),
         ({"name": "s", "base": BASE, "design": {"kind": "cumulative", "steps": [{"name": "x", "seeds": [0], "set": {"seed": 0}}]}},
          "design.steps[0].seeds (x): a row runs seeds of its own only in a variants design"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [0, 1, 1]}]}},
-         "design.variants[0].seeds: seed 1 is listed twice"),
+         "design.variants[0].seeds (x): seed 1 is listed twice"),
         ({"name": "s", "base": BASE, "seeds": [0, 2, 0], "design": {"kind": "variants", "variants": [{"name": "x"}]}},
          "seeds: seed 0 is listed twice"),
         ({"name": "s", "base": BASE, "seeds": [0, True], "design": {"kind": "variants", "variants": [{"name": "x"}]}},
          "seeds[1]: Input should be a valid integer"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [2**64]}]}},
-         "design.variants[0].seeds[0]: Input should be less than 9223372036854775808"),
+         "design.variants[0].seeds[0] (x): Input should be less than 9223372036854775808"),
         ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "compare_to": "b", "variants": [
             {"name": "a", "seeds": [0, 1, 2], "set": {"train.lr": 0.01}}, {"name": "b"}]}},
          "design.variants[0].seeds (a): seeds [2] are not among those of the base row 'b' ([0, 1]); every row is "
@@ -134,7 +134,7 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "test": "welch", "set": {"seed": 0}}]}},
          "design.changes[0].test (x): a row picks its test only in a variants design (design.kind: variants"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "test": "unpaired"}]}},
-         "design.variants[0].test: Input should be 'paired' or 'welch'"),
+         "design.variants[0].test (x): Input should be 'paired' or 'welch'"),
         # Welch's test takes each row's spread from its own seeds: two or more on each side.
         ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "variants": [
             {"name": "a"}, {"name": "noisy", "test": "welch", "seeds": [7], "set": {"train.lr": 0.01}}]}},
