@@ -8,7 +8,6 @@ import time
 from dataclasses import dataclass
 
 from workbench.progress import format_seconds
-from workbench.specs import whole_steps
 from workbench.tracking import Store
 
 GPU_BUSY_BELOW = 50.0  # % of the time the GPU ran a kernel (NVML utilisation)
@@ -78,10 +77,8 @@ def running_detail(store: Store, run, now: float) -> str:
     """Tokens done of the trial's total, the last training loss, the ETA at the rate between its
     first and last reported steps, and how long ago it last reported."""
     history = store.client.get_metric_history(run.info.run_id, "train_loss")
-    params = run.data.params
-    total = int(params.get("train.tokens", 0))
-    if all(k in params for k in ("train.batch_size", "train.grad_accum", "data.context")):  # what it trains
-        total = whole_steps(total, int(params["train.batch_size"]) * int(params["train.grad_accum"]) * int(params["data.context"]))
+    # The tokens it trains, as its driver recorded them (a run started before that tag: those asked).
+    total = int(run.data.tags.get("trained_tokens") or run.data.params.get("train.tokens", 0))
     if not history:
         return f"starting (0/{total:,} tokens)"
     history = sorted(history, key=lambda m: m.step)

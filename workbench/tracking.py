@@ -192,7 +192,9 @@ class Store:
                 "study": study, "variant": trial.variant, "seed": str(trial.seed), "spec_hash": trial.spec_hash,
                 "code_version": code_version, "aliases": json.dumps(list(trial.aliases)),
                 "search_point": trial.point_label, "search_values": json.dumps(dict(trial.search_point)),
-                "workers": str(trial.spec.train.workers)}
+                "workers": str(trial.spec.train.workers),
+                # What it trains: train.tokens in whole steps (workbench.status shows progress against it).
+                "trained_tokens": str(trial.spec.train.trained_tokens(trial.spec.data.context))}
         if trial.stage:
             tags["stage"] = trial.stage
         used = plugins_used(trial.spec.model.components())
