@@ -15,6 +15,7 @@ from functools import partial
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -23,6 +24,7 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     SerializeAsAny,
+    Strict,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -290,6 +292,18 @@ class EvalSpec(Spec):
     batch_size: PositiveInt = 4
     length_multiples: list[PositiveInt] = [1, 2]
     needle: NeedleEval | None = None
+
+
+def _distinct(seeds: list[int]) -> list[int]:
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise ValueError(f"seed {twice[0]} is listed twice; each seed is one run of each row")
+    return seeds
+
+
+# A seed seeds torch's generator (a signed 64-bit integer); true is not 1 here.
+Seed = Annotated[int, Strict(), Field(ge=0, lt=2**63)]
+Seeds = Annotated[list[Seed], Field(min_length=1), AfterValidator(_distinct)]
 
 
 class TrialSpec(Spec):
