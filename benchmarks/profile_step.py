@@ -26,7 +26,8 @@ from workbench.errors import read_yaml, validate
 from workbench.execution import Execution
 from workbench.model import build_model
 from workbench.specs import TrialSpec
-from workbench.train import BatchQueue, autocast_for, make_optimizer, step_callable, train_step
+from workbench.steps import BatchQueue, make_optimizer, step_callable, train_step
+from workbench.train import autocast_for
 
 # First match wins: inductor's kernels are named "triton_" and after the ops they fuse or feed
 # ("..._forgetting_attention_bwd_..._qkv_prep_bwd_..." is a fused elementwise kernel, neither the

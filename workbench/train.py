@@ -25,12 +25,11 @@ from workbench.execution import Execution
 from workbench.faults import write_atomically
 from workbench.grad_parts import GradParts
 from workbench.specs import TrainSpec, TrialSpec
-from workbench.steps import (  # noqa: F401  (lr_at, make_optimizer, ...: the step machinery, also by this name)
+from workbench.steps import (
     BatchQueue,
     Launched,
     lr_at,
     make_optimizer,
-    optimizer_step,
     step_callable,
     train_step,
 )

@@ -244,7 +244,7 @@ def test_the_forget_gate_lr_scale_trains_its_projection_at_that_multiple():
 
     from workbench.model import build_model
     from workbench.specs import TrainSpec
-    from workbench.train import make_optimizer
+    from workbench.steps import make_optimizer
 
     plain = ModelSpec(preset="fox_pro", n_layers=1)
     assert ModelSpec(preset="fox_pro", n_layers=1,
@@ -323,7 +323,7 @@ def test_the_kv_shift_logit_normalizer_divides_the_mixing_logit_and_its_gradient
     # decayed set was built from the computed weights), and its gradient part keeps the plain name.
     from workbench.grad_parts import part_of
     from workbench.specs import TrainSpec
-    from workbench.train import make_optimizer
+    from workbench.steps import make_optimizer
 
     for spec in (plain, slow):
         model = build_model(spec)
