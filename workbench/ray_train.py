@@ -1,7 +1,7 @@
 """Trials of more than one worker, on Ray Train (V2): a ``TorchTrainer`` per trial, whose workers
 each run the trial's training loop on their share of every step (workbench/distributed.py).
 
-Under a study the Tune trial (workbench.runner's trainable) builds and fits the trainer
+Under a study the Tune trial (workbench.tune_trial's trainable) builds and fits the trainer
 (``fit_workers_trial``); every
 worker reports at the same steps (``ray.train.report`` is a barrier), rank 0's metrics reach Tune
 through Ray's ``TuneReportCallback`` and from there the driver-side MLflow writer, exactly as a
@@ -21,7 +21,7 @@ os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
 
 from workbench import local_ray  # noqa: E402
 from workbench.errors import SpecError  # noqa: E402
-from workbench.runner import TuneReporter  # noqa: E402
+from workbench.tune_report import TuneReporter  # noqa: E402
 
 
 class WorkerReporter(TuneReporter):
@@ -122,7 +122,7 @@ def trainer(spec, out: Path, cpus: float, gpu: float, storage: Path, *, tune: bo
 
 
 def fit_workers_trial(spec, out: Path, cpus: float, gpu: float, telemetry=None, progress_s: float | None = None) -> None:
-    """Inside a Ray Tune trial (workbench.runner's trainables, for a spec of more than one
+    """Inside a Ray Tune trial (workbench.tune_trial's trainables, for a spec of more than one
     worker): fit the trial's TorchTrainer, whose rank 0 reports to this trial through Ray's
     TuneReportCallback. A failure of any worker is the trial's failure, with that worker's reason."""
     from ray import tune

@@ -1,10 +1,10 @@
 """Running a study: the trials that are not done yet, on Ray Tune, tracked by the driver.
 
-One Ray Tune trial = ``train_trial(TrialSpec)``. Trials report through ``tune.report`` (every
-validation, with the step metrics since the last one, and once at the end with the arrays); a
-driver-side Tune callback writes MLflow. A failing trial reports its reason and ends; the others go
-on. Trials whose spec hash has a FINISHED run are skipped, and a trial interrupted mid-way resumes
-from its checkpoint under ``<workdir>/trials/<spec_hash>``.
+One Ray Tune trial = ``train_trial(TrialSpec)`` (workbench.tune_trial). Trials report through
+``tune.report`` (every validation, with the step metrics since the last one, and once at the end
+with the arrays); a driver-side Tune callback writes MLflow. A failing trial reports its reason and
+ends; the others go on. Trials whose spec hash has a FINISHED run are skipped, and a trial
+interrupted mid-way resumes from its checkpoint under ``<workdir>/trials/<spec_hash>``.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from workbench.errors import SpecError
 from workbench.faults import sentence
 from workbench.study import StudySpec, Trial, base_variant, design_tags, expand
 from workbench.tracking import Store, create_local_store, local_tracking_uri, open_store
+from workbench.tune_trial import search_point, train_search_trial, train_trial
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # Tune's own CSV/JSON/TensorBoard loggers would duplicate what MLflow records.
@@ -33,125 +34,6 @@ os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 # The driver's own handler stops a study on Ctrl-C (workbench.stops): runs KILLED, exit 130.
 os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
-
-
-class TuneReporter:
-    """Buffers the step metrics (with the time each step ended), and the GPU samples of
-    ``sampler`` (set by run_trial where one runs); hands both to Tune with each validation result
-    (``wb_steps``, ``wb_system``), and every ``every_s`` seconds between validations with a
-    progress result (``wb_progress``: tokens and training loss, no val_loss). The validation of
-    the last step is left to the final evaluation, which reports val_loss at that step once. A
-    trial resumed from its checkpoint says so (``wb_resumed``: its step and tokens) in its next
-    result, so the driver can tell the user where it picked up."""
-
-    def __init__(self, total_tokens: int | None = None, every_s: float | None = None):
-        from workbench.progress import REPORT_EVERY_S
-
-        self.steps: list[dict] = []
-        self.tokens = 0  # trained so far: the step of each GPU sample
-        self.sampler = None
-        self.total = total_tokens
-        self.every_s = REPORT_EVERY_S if every_s is None else every_s
-        self.sent = time.time()
-        self.resumed: dict | None = None  # where a resumed trial picked up, until a result carries it
-
-    def report(self, tokens: int, metrics: dict) -> None:
-        from ray import tune
-
-        self.tokens = tokens
-        if self.total is not None and tokens >= self.total:
-            metrics = {k: v for k, v in metrics.items() if k != "val_loss"}
-        self.steps.append({"tokens": tokens, **metrics, "time_ms": int(time.time() * 1000)})
-        if "val_loss" in metrics:
-            tune.report(self.payload(tokens=tokens, val_loss=metrics["val_loss"]))
-        elif self.every_s > 0 and time.time() - self.sent >= self.every_s:
-            tune.report(self.payload(tokens=tokens, train_loss=metrics.get("train_loss"), wb_progress=True))
-
-    def on_resume(self, history: list[dict]) -> None:
-        """A trial resumed from its checkpoint sends the steps before it again, with its next
-        report: its new tracked run holds the whole series an uninterrupted run logs."""
-        self.steps = [dict(h) for h in history] + self.steps
-        if history:
-            self.resumed = {"step": history[-1].get("step"), "tokens": history[-1]["tokens"]}
-
-    def payload(self, **fields) -> dict:
-        """A result for Tune: ``fields`` with the steps and GPU samples buffered since the last one
-        (and, once, where a resumed trial picked up)."""
-        out = {**fields, "wb_steps": self.take(), "wb_system": self.take_system()}
-        if self.resumed is not None:
-            out["wb_resumed"], self.resumed = self.resumed, None
-        return out
-
-    def take(self) -> list[dict]:
-        steps, self.steps, self.sent = self.steps, [], time.time()
-        return steps
-
-    def take_system(self) -> list[dict]:
-        return self.sampler.take() if self.sampler is not None else []
-
-
-def train_trial(tune_config: dict, telemetry=None) -> None:
-    """The Ray Tune trainable: one trial, from its spec's JSON (param_space["t"])."""
-    from workbench.specs import TrialSpec
-
-    config = tune_config["t"]
-    _run_and_report(TrialSpec.model_validate_json(config["spec"]), Path(config["dir"]), config["cpus"], telemetry,
-                    config.get("progress_s"), config.get("gpu", 0.0))
-
-
-def train_search_trial(tune_config: dict, template: str, workdir: str, cpus: float, telemetry=None,
-                       progress_s: float | None = None, gpu: float = 0.0) -> None:
-    """The trainable of an Optuna search: the template trial with the drawn values set."""
-    from workbench.specs import TrialSpec
-    from workbench.study import Trial, with_point
-
-    trial = with_point(Trial("", 0, TrialSpec.model_validate_json(template)), search_point(tune_config))
-    _run_and_report(trial.spec, layout.trial_dir(workdir, trial.spec_hash), cpus, telemetry, progress_s, gpu)
-
-
-def search_point(tune_config: dict) -> dict:
-    """Tune's config keys carry the dotted paths with '__' for '.'."""
-    return {key.replace("__", "."): value for key, value in tune_config.items()}
-
-
-def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: float | None = None,
-                    gpu: float = 0.0) -> None:
-    if spec.train.workers > 1:  # a TorchTrainer of its own (workbench/ray_train.py)
-        from workbench.ray_train import fit_workers_trial
-
-        return fit_workers_trial(spec, out, cpus, gpu, telemetry, progress_s)
-    import torch
-    from ray import tune
-
-    from workbench.telemetry import reset_peak_rss
-    from workbench.trial import run_trial
-
-    if spec.train.cpu_threads is None:
-        torch.set_num_threads(max(1, int(cpus)))
-    if spec.train.compile:
-        # Trials share a reused actor: the compiler's caches of the previous trial's model would
-        # count against this one's recompile limit.
-        torch.compiler.reset()
-    reset_peak_rss()  # the actor may have run other trials: this one's peak is its own
-    reporter = TuneReporter(spec.train.tokens, progress_s)
-    try:
-        result = run_trial(spec, out, reporter, telemetry=telemetry)
-    except Exception as e:  # recorded FAILED with its reason; the study goes on
-        import traceback
-
-        tune.report(reporter.payload(wb_failed=failure_reason(e), wb_traceback=traceback.format_exc()))
-        return
-    tune.report(reporter.payload(tokens=result["train_tokens"], val_loss=result["val_loss"], wb_done=True, wb_result=result))
-
-
-def failure_reason(e: BaseException) -> str:
-    """``Type: message (at file:line in function)``, the innermost frame of the traceback: an
-    exception with no message (a bare ``assert``) still says where it came from."""
-    import traceback
-
-    frames = traceback.extract_tb(e.__traceback__)
-    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
-    return f"{type(e).__name__}: {e}{where}"
 
 
 def _reuse_actors(study: StudySpec) -> bool:

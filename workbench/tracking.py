@@ -15,8 +15,8 @@ from components.registry import plugins_used
 from workbench import layout
 from workbench.spikes import KEYS as SPIKE_KEYS
 
-# MLflow is imported where the store is used, not with this module: a trial's process imports it
-# (through workbench.runner) and never writes, and MLflow takes seconds to import.
+# MLflow is imported where a store is opened, not with this module, which others import for its
+# names and tags too: MLflow takes seconds to import.
 MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME = "mlflow.parentRunId", "mlflow.runName"
 
 KIND = "wb_kind"  # tag: "study" or "trial"
