@@ -37,14 +37,7 @@ class WorkerReporter(TuneReporter):
         return self.rank == 0 and self.every_s > 0 and time.time() - self.sent >= self.every_s
 
     def report(self, tokens: int, metrics: dict, due: bool = False) -> None:
-        self.tokens = tokens
-        if self.total is not None and tokens >= self.total:
-            metrics = {k: v for k, v in metrics.items() if k != "val_loss"}
-        self.steps.append({"tokens": tokens, **metrics, "time_ms": int(time.time() * 1000)})
-        if "val_loss" in metrics:
-            self.send(self.payload(tokens=tokens, val_loss=metrics["val_loss"]))
-        elif due:
-            self.send(self.payload(tokens=tokens, train_loss=metrics.get("train_loss"), wb_progress=True))
+        self.record(tokens, metrics, due)
 
     def send(self, payload: dict) -> None:
         import ray.train

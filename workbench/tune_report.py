@@ -27,16 +27,24 @@ class TuneReporter:
         self.resumed: dict | None = None  # where a resumed trial picked up, until a result carries it
 
     def report(self, tokens: int, metrics: dict) -> None:
-        from ray import tune
+        self.record(tokens, metrics, due=self.every_s > 0 and time.time() - self.sent >= self.every_s)
 
+    def record(self, tokens: int, metrics: dict, due: bool) -> None:
+        """A step's metrics buffered; a result sent with each validation, and a progress result
+        where one is ``due``."""
         self.tokens = tokens
         if self.total is not None and tokens >= self.total:
             metrics = {k: v for k, v in metrics.items() if k != "val_loss"}
         self.steps.append({"tokens": tokens, **metrics, "time_ms": int(time.time() * 1000)})
         if "val_loss" in metrics:
-            tune.report(self.payload(tokens=tokens, val_loss=metrics["val_loss"]))
-        elif self.every_s > 0 and time.time() - self.sent >= self.every_s:
-            tune.report(self.payload(tokens=tokens, train_loss=metrics.get("train_loss"), wb_progress=True))
+            self.send(self.payload(tokens=tokens, val_loss=metrics["val_loss"]))
+        elif due:
+            self.send(self.payload(tokens=tokens, train_loss=metrics.get("train_loss"), wb_progress=True))
+
+    def send(self, payload: dict) -> None:
+        from ray import tune
+
+        tune.report(payload)
 
     def on_resume(self, history: list[dict]) -> None:
         """A trial resumed from its checkpoint sends the steps before it again, with its next
