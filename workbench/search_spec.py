@@ -18,7 +18,7 @@ class Distribution(Spec):
 
     loguniform: tuple[PositiveFloat, PositiveFloat] | None = None
     uniform: tuple[float, float] | None = None
-    choice: list[Any] | None = None
+    choice: Annotated[list[Any], Field(min_length=1)] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -41,6 +41,11 @@ class Distribution(Spec):
         given = [k for k in ("loguniform", "uniform", "choice") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(f"give exactly one of loguniform, uniform, choice (got {given or 'none'})")
+        for key in ("loguniform", "uniform"):
+            bounds = getattr(self, key)
+            if bounds is not None and bounds[0] > bounds[1]:
+                raise ValueError(f"{key}: [low, high], low first (got [{bounds[0]:g}, {bounds[1]:g}]; "
+                                 f"write [{bounds[1]:g}, {bounds[0]:g}])")
         return self
 
     def sample(self, rng: np.random.Generator) -> Any:
@@ -62,8 +67,7 @@ class Distribution(Spec):
         return tune.choice(self.choice)
 
     def grid(self) -> list[Any]:
-        if self.choice is None:
-            raise ValueError("algorithm 'grid' needs choice lists for every searched field")
+        """The values a grid runs (a grid search's fields are choices: SearchSpec checks)."""
         return list(self.choice)
 
 
@@ -95,3 +99,14 @@ class SearchSpec(Spec):
     seed: NonNegativeInt = 0
     asha: ASHASpec | None = None
     confirm: ConfirmSpec | None = None
+
+    @model_validator(mode="after")
+    def _grid_takes_choices(self):
+        if self.algorithm == "grid":
+            for path, dist in self.space.items():
+                if dist.choice is None:
+                    form = "loguniform" if dist.loguniform is not None else "uniform"
+                    raise ValueError(f"space.{path}: algorithm 'grid' runs listed values only: give "
+                                     f"{{choice: [...]}} here, or draw from the {form} range with algorithm "
+                                     "'random' or 'optuna'")
+        return self

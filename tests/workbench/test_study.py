@@ -93,6 +93,16 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]},
           "search": {"space": {"train.lr": {"choice": [0.01, 0.01]}}, "algorithm": "grid"}},
          "variant 'x' gives the same trial twice"),
+        # A search's space: a grid lists its values; a range is written low first; a choice lists one or more.
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x"}]},
+          "search": {"space": {"train.lr": {"loguniform": [1e-4, 1e-2]}}, "algorithm": "grid"}},
+         "search.space.train.lr: algorithm 'grid' runs listed values only: give {choice: [...]} here"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x"}]},
+          "search": {"space": {"train.lr": {"loguniform": [1e-2, 1e-4]}}}},
+         "search.space.train.lr.loguniform: [low, high], low first (got [0.01, 0.0001]; write [0.0001, 0.01])"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x"}]},
+          "search": {"space": {"train.lr": {"choice": []}}}},
+         "search.space.train.lr.choice: List should have at least 1 item"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "compare_to": "y", "variants": [{"name": "x", "set": {"seed": 0}}]}},
          "design.compare_to: 'y' is not a variant; the variants are ['x']"),
         # A section's validator names the field it refuses: that field is the location, as written in the file.
