@@ -90,13 +90,19 @@ class JsonlReporter:
 
 
 class Progress:
-    """One status line on stderr, redrawn at most twice a second. ``total``: the tokens the trial
+    """``wb train``'s progress on stderr: on a terminal one status line redrawn at most twice a
+    second; elsewhere (a file, a pipe) a plain line at each validation and at most every
+    ``PLAIN_EVERY_S`` seconds between them, as ``wb run`` writes. ``total``: the tokens the trial
     trains, whole steps (its spec's tokens rounded up to a step). The rate and ETA count from the
     first report, or from the checkpoint a resumed trial starts at."""
 
     def __init__(self, total_tokens: int):
+        from workbench.progress import PLAIN_EVERY_S
+
         self.total, self.last = total_tokens, 0.0
         self.origin: tuple[float, int] | None = None  # (time, tokens) the rate counts from
+        self.tty = sys.stderr.isatty()
+        self.every_s = 0.5 if self.tty else PLAIN_EVERY_S
 
     def resumed(self, tokens: int, step: int | None) -> None:
         at = f"step {step:,}, " if step is not None else ""
@@ -108,7 +114,9 @@ class Progress:
         now = time.time()
         if self.origin is None:
             self.origin = (now, 0)
-        if now - self.last < 0.5 and tokens < self.total:
+            self.last = now if not self.tty else 0.0  # off a terminal: the first line after PLAIN_EVERY_S
+        due = now - self.last >= self.every_s or tokens >= self.total or (not self.tty and "val_loss" in metrics)
+        if not due:
             return
         self.last = now
         seconds, done = now - self.origin[0], tokens - self.origin[1]
@@ -116,10 +124,12 @@ class Progress:
         eta = f"{max(0.0, (self.total - tokens) / rate):.0f}s" if rate else "?"
         speed = f"{rate:,.0f} tok/s" if rate else "? tok/s"
         val = f"  val {metrics['val_loss']:.3f}" if "val_loss" in metrics else ""
-        sys.stderr.write(f"\r  step {metrics['step']}  {tokens:,}/{self.total:,} tokens  loss {metrics['train_loss']:.3f}{val}"
-                         f"  {speed}  eta {eta}   ")
-        if tokens >= self.total:
-            sys.stderr.write("\n")
+        line = (f"  step {metrics['step']}  {tokens:,}/{self.total:,} tokens  loss {metrics['train_loss']:.3f}{val}"
+                f"  {speed}  eta {eta}")
+        if self.tty:
+            sys.stderr.write(f"\r{line}   " + ("\n" if tokens >= self.total else ""))
+        else:
+            sys.stderr.write(line + "\n")
         sys.stderr.flush()
 
 

@@ -147,14 +147,19 @@ def test_the_progress_line_counts_the_whole_steps_a_trial_trains(tmp_path):
     """A token budget that is not a whole number of steps trains whole steps (rounded up): the
     progress line's total is what it trains, so it never passes 100% or shows a negative ETA."""
     trial = small_trial(tmp_path, tokens=4_000)  # steps of 8 x 128 = 1,024 tokens: 4 steps, 4,096
-    out = wb_train(trial, tmp_path / "out")
-    assert out.returncode == 0, out.stderr[-2000:]
+    # Bytes, not text: text mode would turn a carriage return into a newline.
+    out = subprocess.run([sys.executable, "-m", "workbench.cli", "train", str(trial), "--out", str(tmp_path / "out")],
+                         capture_output=True, cwd=ROOT)
+    stderr = out.stderr.decode()
+    assert out.returncode == 0, stderr[-2000:]
     result = json.loads((tmp_path / "out" / "result.json").read_text())
     assert result["train_tokens"] == 4_096
     assert result["train_tokens_available"] > 0 and result["data_epochs"] == 4_096 / result["train_tokens_available"]
-    lines = [line for line in re.split(r"[\r\n]", out.stderr) if " tokens  loss " in line]
+    # Off a terminal (here a pipe) the progress is plain lines, never redrawn with a carriage return.
+    assert "\r" not in stderr
+    lines = [line for line in stderr.splitlines() if " tokens  loss " in line]
     assert lines and all("/4,096 tokens" in line for line in lines), lines
-    assert "4,096/4,096 tokens" in lines[-1] and "eta -" not in out.stderr
+    assert "4,096/4,096 tokens" in lines[-1] and "eta -" not in stderr
 
 
 def test_a_second_wb_train_into_a_busy_out_folder_is_refused(tmp_path):
