@@ -102,9 +102,10 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
         if t.optuna_samples:
             text = f"optuna search of {t.optuna_samples} draws"
         also = f"  (also: {', '.join(t.aliases)})" if t.aliases else ""
-        flops = flops_per_token(t.spec.model, t.spec.data.context)["train"] * t.spec.train.tokens
+        tokens = t.spec.train.trained_tokens(t.spec.data.context)  # train.tokens in whole steps, as trained
+        flops = flops_per_token(t.spec.model, t.spec.data.context)["train"] * tokens
         print(f"{name:<{width}} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  "
-              f"{t.spec.train.tokens:>13,}  {flops:>11.3g}  {text}{also}")
+              f"{tokens:>13,}  {flops:>11.3g}  {text}{also}")
     if done < len(trials) and getattr(args, "ray_address", None) is None:
         from workbench.runner import no_gpu_here
 

@@ -143,6 +143,9 @@ def test_status_and_dry_run_show_a_running_trial(grid_search):
                      seen["status"])
     assert re.search(r"^  (to run|finished) ", seen["status"], re.M)
     assert re.search(r"\d+ running", seen["dry"].splitlines()[0])
+    # Each row's tokens column: what the trial trains (48,128), as the progress lines count it.
+    rows = [line for line in seen["dry"].splitlines() if re.search(r" \w{16} ", line)]
+    assert rows and all("  48,128  " in line for line in rows), rows
 
 
 def test_deltas_per_search_point_equal_the_store_by_hand(grid_search):
