@@ -29,9 +29,24 @@ def _component(spec) -> str:
                         if options else "")
 
 
+def _check_info_target(target: str) -> None:
+    """A name that is neither a file nor a preset is most likely a preset misspelt."""
+    from pathlib import Path
+
+    from workbench.errors import SpecError
+    from workbench.paths import did_you_mean
+    from workbench.presets import PRESETS
+
+    looks_like_a_path = "/" in target or Path(target).suffix in (".yaml", ".yml", ".json")
+    if target not in PRESETS and not Path(target).exists() and not looks_like_a_path:
+        hint = did_you_mean(target, list(PRESETS))
+        raise SpecError(f"{target}: no such file, and not a preset{hint}" + ("" if hint else f" (presets: {', '.join(PRESETS)})"))
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from workbench.info import flops_per_token, param_breakdown, param_counts
 
+    _check_info_target(args.spec)
     if cli_reports.is_study_file(args.spec):
         return cli_reports.cmd_info_study(args)
     args.context = args.context or 2048

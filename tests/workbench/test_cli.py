@@ -25,6 +25,9 @@ def test_info_of_a_bad_file_is_one_clear_error(tmp_path):
     assert "attention.qk_norm: unknown kind 'bogus'; registered kinds: none, rmsnorm" in out.stderr
     missing = wb("info", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2 and "no such file" in missing.stderr
+    # A bare name is a preset's, misspelt: the nearest one is offered.
+    typo = wb("info", "fox_prox")
+    assert typo.returncode == 2 and "fox_prox: no such file, and not a preset; did you mean 'fox_pro'?" in typo.stderr
 
 
 def test_info_names_the_slots_and_the_pruning_tolerance(tmp_path):
