@@ -67,6 +67,21 @@ def results_of(target: str, args: argparse.Namespace):
         parent.data.tags if parent else {})
 
 
+def no_trials(name: str, args: argparse.Namespace) -> str:
+    """Why a study has nothing to show: no store there, or the studies the store does hold."""
+    from pathlib import Path
+
+    from workbench import layout, results
+    from workbench.tracking import local_tracking_uri
+
+    where = args.tracking_uri or args.workdir
+    if not layout.has_store(Path(args.workdir), args.tracking_uri):
+        return f"no trials of study {name!r} in {where}: no tracking store there (run the study first, or give --workdir)"
+    held = [s for s, _ in results.studies(args.tracking_uri or local_tracking_uri(Path(args.workdir)))]
+    return f"no trials of study {name!r} in {where}; " + (f"its store holds {', '.join(map(repr, held))}" if held
+                                                           else "its store holds no study yet")
+
+
 def check_metric(runs, metric: str) -> None:
     done = runs.filter(runs["status"] == "FINISHED")
     recorded = sorted(c for c in done.columns if done[c].dtype.is_float() and done[c].drop_nulls().len())
@@ -200,7 +215,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     loaded = [results_of(target, args) for target in args.study]
     for name, _, runs, _ in loaded:
         if runs.is_empty():
-            print(f"no trials of study {name!r} in {args.tracking_uri or args.workdir}", file=sys.stderr)
+            print(f"error: {no_trials(name, args)}", file=sys.stderr)
             return 1
         check_metric(runs, args.metric)
     if len(loaded) == 2:

@@ -153,3 +153,20 @@ def test_the_closing_summary_counts_each_state_and_names_what_did_not_start(caps
     assert f"  KILLED    {trials[3].variant} / seed {trials[3].seed}  interrupted (SIGINT to the driver)" in out
     assert f"  PENDING   {trials[4].variant} / seed {trials[4].seed}  not started" in out
     assert f"  FINISHED  {trials[1].variant} / seed {trials[1].seed}  val_ppl 3.250" in out
+
+
+def test_results_of_a_study_with_no_trials_say_why(tmp_path):
+    """No store in the workdir, or a store that holds other studies: an error line naming which."""
+    from workbench import layout
+    from workbench.tracking import Store, create_local_store, local_tracking_uri
+
+    empty = wb("results", "quickstart", "--workdir", str(tmp_path / "none"))
+    assert empty.returncode == 1
+    assert f"error: no trials of study 'quickstart' in {tmp_path / 'none'}: no tracking store there" in empty.stderr
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    create_local_store(workdir)
+    Store(local_tracking_uri(workdir), "other", layout.artifacts(workdir)).parent_run("other")
+    elsewhere = wb("results", "quickstart", "--workdir", str(workdir))
+    assert elsewhere.returncode == 1
+    assert f"error: no trials of study 'quickstart' in {workdir}; its store holds 'other'" in elsewhere.stderr
