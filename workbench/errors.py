@@ -163,7 +163,8 @@ def format_validation_error(err: ValidationError, source: str = "", model: type[
         note = note or _row_name(data, loc)
         lines.append(f"{_location(loc)}{note}: {msg}{shown}{hint}")
     head = f"{source}: " if source else ""
-    return head + f"{len(lines)} problem(s)\n  " + "\n  ".join(lines)
+    count = "1 problem" if len(lines) == 1 else f"{len(lines)} problems"
+    return head + f"{count}\n  " + "\n  ".join(lines)
 
 
 def read_yaml(path: str | Path) -> Any:

@@ -82,7 +82,7 @@ def sizes(*d_models, **extra):
     ({"kind": "scaling", "variants": VARIANTS, "sizes": sizes(32, 64, 64, 96, s2={"model.attention.rope": "rope"})},
      "design.sizes: variant 'FoX (Pro)' gets 3 distinct non-embedding parameter counts from 4 sizes (S1 and S2: "),
     ({"kind": "scaling", "variants": VARIANTS, "sizes": sizes(32, 64, 96, 128, s1={"model.n_heads": 3})},
-     "study.yaml: design.sizes[1].set (row FoX (Pro) [size=S1]): 1 problem(s)\n  model: n_heads=3 does not divide d_model=64; "
+     "study.yaml: design.sizes[1].set (row FoX (Pro) [size=S1]): 1 problem\n  model: n_heads=3 does not divide d_model=64; "
      "pick a divisor of 64"),
     ({"kind": "crossed", "variants": VARIANTS, "axis": "context", "points": [
         {"name": "64", "set": {"data.context": 64}}, {"name": "128", "set": {"data.contxt": 128}}]},

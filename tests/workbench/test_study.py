@@ -75,7 +75,7 @@ def test_search_draws_per_variant_and_is_reproducible():
         # A problem is named where its value was written: a search's space, a grid's axis.
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x"}]},
           "search": {"space": {"train.batch_size": {"choice": [2, "big"]}}, "algorithm": "grid"}},
-         "search.space.train.batch_size (row x [batch_size=big]): 1 problem(s)"),
+         "search.space.train.batch_size (row x [batch_size=big]): 1 problem"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "base_name": "FoX", "changes": [
             {"name": "FoX", "set": {"train.lr": 0.01}}]}},
          "design.changes[0]: variant name 'FoX' is used twice (the base row's name, base_name: 'FoX')"),
@@ -84,10 +84,10 @@ def test_search_draws_per_variant_and_is_reproducible():
                                                            {"name": "64", "set": {"data.context": 128}}]}},
          "design.points: names must be unique (a row is named by its variant and point), got ['64', '64']"),
         ({"name": "s", "base": BASE, "design": {"kind": "grid", "axes": {"train.lr": [0.001, "fast"]}}},
-         "design.axes.train.lr (row lr=fast): 1 problem(s)"),
+         "design.axes.train.lr (row lr=fast): 1 problem"),
         ({"name": "s", "base": BASE, "design": {"kind": "cumulative", "steps": [
             {"name": "a", "set": {"train.lr": 0.01}}, {"name": "b", "set": {"model.d_model": 33}}]}},
-         "design.steps[1].set (row b): 1 problem(s)"),
+         "design.steps[1].set (row b): 1 problem"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "set": {"model.attention.qk_norm": "bogus"}}]}},
          "model.attention.qk_norm: unknown kind 'bogus'; registered kinds: none, rmsnorm"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]},
