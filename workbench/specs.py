@@ -295,6 +295,8 @@ class EvalSpec(Spec):
 
 
 def _distinct(seeds: list[int]) -> list[int]:
+    if not seeds:
+        raise ValueError("no seeds listed: list one or more")
     twice = sorted({s for s in seeds if seeds.count(s) > 1})
     if twice:
         raise ValueError(f"seed {twice[0]} is listed twice; each seed is one run of each row")
@@ -303,7 +305,7 @@ def _distinct(seeds: list[int]) -> list[int]:
 
 # A seed seeds torch's generator (a signed 64-bit integer); true is not 1 here.
 Seed = Annotated[int, Strict(), Field(ge=0, lt=2**63)]
-Seeds = Annotated[list[Seed], Field(min_length=1), AfterValidator(_distinct)]
+Seeds = Annotated[list[Seed], AfterValidator(_distinct)]
 
 
 class TrialSpec(Spec):

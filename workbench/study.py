@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, PositiveFloat, PositiveInt, PrivateAttr, ValidationError, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, PrivateAttr, ValidationError, field_validator, model_validator
 
 from workbench.errors import SpecError, format_validation_error
 from workbench.paths import PathError, set_path
@@ -86,6 +86,13 @@ class Variant(Change):
     set: dict[str, Any] = {}
     seeds: Seeds | None = None
     test: Literal["paired", "welch"] = "paired"
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _some_seeds(cls, seeds):
+        if seeds == []:
+            raise ValueError("no seeds listed: list one or more, or leave `seeds` out to run the study's")
+        return seeds
 
 
 class VariantsDesign(Spec):
