@@ -34,7 +34,7 @@ class Stops:
             raise KeyboardInterrupt
         from workbench import progress
 
-        progress.say(f"{signal.Signals(signum).name}: stopping the running trials (their checkpoints, where they write them, are kept)")
+        progress.say(f"{signal.Signals(signum).name}: stopping the running trials (the last lines say whether they resume)")
         self.request("interrupted", f"{INTERRUPTED} ({signal.Signals(signum).name} to the driver)")
 
     def install(self) -> "Stops":
