@@ -21,6 +21,7 @@ from plotly.subplots import make_subplots
 from dashboards.figures import esc
 from workbench import stats
 from workbench.confirm import STAGE
+from workbench.progress import count
 
 SEARCH, STOPPED, CHOSEN, CONFIRMATION = ("search trial", "search trial stopped early by ASHA (its last validation)",
                                          "chosen point (mean over its search seeds)", "confirmation run")
@@ -100,7 +101,7 @@ def figure(found: list[dict], choice: dict, order: list[str], metric: str) -> go
             if not pts:
                 continue
             hover = ([f"{esc(variant)}: chosen {esc(chosen['point'])}<br>{metric} %{{y:.4f}}, mean over "
-                      f"{pts[0]['n']} search seed(s)<extra></extra>"] if kind == CHOSEN else [_hover(p) for p in pts])
+                      f"{count(pts[0]['n'], 'search seed')}<extra></extra>"] if kind == CHOSEN else [_hover(p) for p in pts])
             fig.add_trace(go.Scatter(x=[p["value"] for p in pts], y=[p["y"] for p in pts], mode="markers",
                                      name=kind, legendgroup=kind, showlegend=kind not in shown, marker=MARKERS[kind],
                                      legendrank=list(MARKERS).index(kind),
@@ -125,7 +126,7 @@ def summary(found: list[dict], choice: dict, seeds: list[int], order: list[str],
         n_search, n_stopped = (sum(p["kind"] == kind for p in mine) for kind in (SEARCH, STOPPED))
         c = choice.get(mine[0]["trained_as"])
         if c is None:
-            items.append(f"<li><b>{esc(variant)}</b>: no point chosen yet ({n_search} search trial(s) finished)</li>")
+            items.append(f"<li><b>{esc(variant)}</b>: no point chosen yet ({count(n_search, 'search trial')} finished)</li>")
             continue
         confirmed = {p["seed"]: p["y"] for p in mine if p["kind"] == CONFIRMATION}
         ci = stats.mean_ci(confirmed.values())
@@ -136,7 +137,7 @@ def summary(found: list[dict], choice: dict, seeds: list[int], order: list[str],
         if waiting and confirmed:
             runs += f" (seed {', '.join(map(str, waiting))} not finished)"
         items.append(f'<li class="choice"><b>{esc(variant)}</b>: chose <span class="point">{esc(c["point"])}</span> '
-                     f'({metric} {c["mean"]:.4f}, mean over {c["n_seeds"]} search seed(s)) among {n_search} search '
-                     f"trial(s) that ran to the end; {n_stopped} stopped early by ASHA, not candidates. Confirmation "
-                     f"on seed(s) {', '.join(map(str, seeds))}: {runs}.</li>")
+                     f'({metric} {c["mean"]:.4f}, mean over {count(c["n_seeds"], "search seed")}) among {count(n_search, "search trial")} '
+                     f"that ran to the end; {n_stopped} stopped early by ASHA, not candidates. Confirmation "
+                     f"on {'seed' if len(seeds) == 1 else 'seeds'} {', '.join(map(str, seeds))}: {runs}.</li>")
     return f'<ul class="confirm">{"".join(items)}</ul>'

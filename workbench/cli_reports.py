@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench import layout
+from workbench import layout, progress
 from workbench.errors import SpecError
 
 
@@ -133,7 +133,7 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
         from workbench import rerun
 
         hashes = rerun.select(trials, runs, args.rerun)  # a selector that names nothing is refused here too
-        print(f"--rerun would delete the tracked runs and checkpoints of {len(hashes)} trial(s) and run them "
+        print(f"--rerun would delete the tracked runs and checkpoints of {progress.count(len(hashes), 'trial')} and run them "
               f"afresh: {', '.join(sorted(hashes)) or 'none'}")
     if args.effect is not None:
         plan_seeds(study, workdir, args)

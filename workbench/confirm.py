@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from workbench import layout
+from workbench import layout, progress
 from workbench.errors import SpecError
 from workbench.specs import TrialSpec
 from workbench.study import CrossedDesign, StudySpec, Trial, cell_of, expand, with_point
@@ -106,7 +106,7 @@ def run_confirmed(study: StudySpec, workdir: Path, run_study, **kw):
         # search, not a reason to wait: the choice is among the points that finished. The failed
         # ones run again with the study, as every unfinished trial does.
         names = ", ".join(f"{o.trial.variant} [{o.trial.point_label}]" for o in failed[:5])
-        print(f"study {study.name!r}: {len(failed)} search trial(s) did not finish ({names}"
+        print(f"study {study.name!r}: {progress.count(len(failed), 'search trial')} did not finish ({names}"
               f"{', ...' if len(failed) > 5 else ''}); each variant's choice is made among its finished points",
               flush=True)
     store = Store(kw.get("tracking_uri") or local_tracking_uri(workdir.resolve()), study.experiment, layout.artifacts(workdir.resolve()))
@@ -118,7 +118,7 @@ def run_confirmed(study: StudySpec, workdir: Path, run_study, **kw):
                         f"{study.search.confirm.metric!r}; nothing to confirm")
     store.describe_study(store.study_parent(study.name), choice_tags(study, choices))
     for c in choices.values():
-        print(f"confirm  {c.variant}: {c.label}  ({study.search.confirm.metric} {c.mean:.4f} over {c.n_seeds} seed(s))", flush=True)
+        print(f"confirm  {c.variant}: {c.label}  ({study.search.confirm.metric} {c.mean:.4f} over {progress.count(c.n_seeds, 'seed')})", flush=True)
     kw["rerun_selectors"] = None  # a rerun redoes search trials; the confirmation follows from them
     second = run_study(study.model_copy(update={"search": None}), workdir, trials=confirmation_trials(study, choices), **kw)
     # Counted once: a confirmation trial that is a search trial is one trial, and what the first

@@ -14,6 +14,11 @@ REPORT_EVERY_S = 10.0
 PLAIN_EVERY_S = 30.0
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 trial``, ``2 trials`` (``plural``: where adding an s is wrong)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
+
+
 @dataclass
 class TrialProgress:
     label: str

@@ -34,6 +34,9 @@ os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 # The driver's own handler stops a study on Ctrl-C (workbench.stops): runs KILLED, exit 130.
 os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+# Tune's boxed summary of each Tuner (its searcher, scheduler and folder) says nothing the
+# workbench's own lines don't; Tune's older reporter, at verbose=0, prints nothing.
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
 
 def _reuse_actors(study: StudySpec) -> bool:
@@ -267,19 +270,19 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     done = store.finished_trials(study.name)
     todo = _todo(store, study, trials, done)
     if not todo and not rerun_selectors:
-        _say(f"study {study.name!r}: {len(trials)} trials, {len(trials)} already done, 0 to run")
+        _say(f"study {study.name!r}: {progress.count(len(trials), 'trial')}, {len(trials)} already done, 0 to run")
         return StudyRun(trials, done, {})
     # The lease before anything is written: a second driver leaves the first one's trials alone.
     with Driver(store, store.parent_run(study.name, study.description), study.name, take_over, report) as driver:
         if rerun_selectors:
             hashes = rerun.select(trials, store.trial_runs(study.name), rerun_selectors)
             deleted = rerun.forget(store, study.name, workdir, hashes)
-            _say(f"rerun: {len(hashes)} trial(s) start afresh ({deleted} tracked run(s) and their checkpoints deleted)")
+            _say(f"rerun: {progress.count(len(hashes), 'trial')} to run afresh ({progress.count(deleted, 'tracked run')} and their checkpoints deleted)")
             done = store.finished_trials(study.name)
             todo = _todo(store, study, trials, done)
         resuming = sum((layout.trial_dir(workdir, t.spec_hash) / layout.CHECKPOINT).exists() for t in todo)
         from_checkpoints = f" ({resuming} from a checkpoint)" if resuming else ""
-        _say(f"study {study.name!r}: {len(trials)} trials, {len(trials) - len(todo)} already done, {len(todo)} to run"
+        _say(f"study {study.name!r}: {progress.count(len(trials), 'trial')}, {len(trials) - len(todo)} already done, {len(todo)} to run"
              f"{from_checkpoints}")
         outcomes = {t.spec_hash: Outcome(t) for t in todo if not t.optuna_samples}
         driver.run = run = StudyRun(trials, done, outcomes)
@@ -287,7 +290,8 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
             return run
         reaped = store.reap_stale(study.name)
         if reaped:
-            _say(f"{reaped} trial run(s) left RUNNING by an earlier driver marked KILLED; they run again")
+            _say(f"{progress.count(reaped, 'trial run')} left RUNNING by an earlier driver marked KILLED; "
+                 f"{'it runs' if reaped == 1 else 'they run'} again")
         parent_id = store.study_run(study.name, study.description, code, base_variant(study.design))
         store.describe_study(parent_id, design_tags(study))
         if not ray.is_initialized():

@@ -3,6 +3,7 @@ study stopped before its end, why and how to resume it."""
 from __future__ import annotations
 
 from workbench.driver import EXIT_INTERRUPTED
+from workbench.progress import count as counted
 
 
 def report(study, run, command: str) -> int:
@@ -15,7 +16,8 @@ def report(study, run, command: str) -> int:
     resumed = sum(o.status == "FINISHED" and o.resumed for o in ran)
     from_checkpoints = f" ({resumed} of them from a checkpoint)" if resumed else ""
     searches = sum(1 for t in run.trials if t.optuna_samples)  # an adaptive search: its draws are trials of their own
-    what = f"{len(run.trials) - searches} trials" + (f" and {searches} adaptive search(es)" if searches else "")
+    what = counted(len(run.trials) - searches, "trial") + (
+        f" and {counted(searches, 'adaptive search', 'adaptive searches')}" if searches else "")
     print(f"\nstudy {study.name!r}: {what}; {before} {'trial was' if before == 1 else 'trials were'} already done; "
           f"{count['FINISHED']} finished now{from_checkpoints}; {count['FAILED']} failed{stopped}")
     for o in ran:
@@ -25,7 +27,7 @@ def report(study, run, command: str) -> int:
         print(f"  {o.status:<9} {o.trial.variant}{point} / seed {o.trial.seed}  {detail}")
     failures = [o for o in ran if o.status == "FAILED"]
     if failures:
-        print(f"{len(failures)} trial(s) failed: " + "; ".join(f"{o.trial.variant} / seed {o.trial.seed}" for o in failures))
+        print(f"{counted(len(failures), 'trial')} failed: " + "; ".join(f"{o.trial.variant} / seed {o.trial.seed}" for o in failures))
     if run.stopped:
         print(f"the study stopped before its end: {run.reason}")
         print(f"it is resumable: `{command}` runs what is not finished ({resume_note([o.trial for o in ran if o.status == 'KILLED'])})")
@@ -44,4 +46,6 @@ def resume_note(stopped: list) -> str:
     fresh = "they write no checkpoints: set train.checkpoint_every_tokens to resume them mid-way"
     if not saving:
         return f"stopped trials start again from the beginning: {fresh}"
-    return f"{len(saving)} stopped trial(s) resume from their last checkpoint, {len(stopped) - len(saving)} start again: {fresh}"
+    again = len(stopped) - len(saving)
+    return (f"{counted(len(saving), 'stopped trial')} {'resumes' if len(saving) == 1 else 'resume'} from the last "
+            f"checkpoint, {again} {'starts' if again == 1 else 'start'} again: {fresh}")

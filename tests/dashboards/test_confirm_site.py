@@ -99,8 +99,8 @@ def test_each_variants_search_and_its_confirmation_show_beside_the_table(page, b
         mine = want[variant]
         confirmed = sorted(loss for _, loss in mine[CONFIRMATION])
         assert item.startswith(f"{variant}: chose {choice[variant]['point']} (val_loss {choice[variant]['mean']:.4f}, "
-                               "mean over 1 search seed(s))"), item
-        assert f"among {len(mine[SEARCH])} search trial(s) that ran to the end; {len(mine[STOPPED])} stopped early" in item
+                               "mean over 1 search seed)"), item
+        assert f"among {len(mine[SEARCH])} search trials that ran to the end; {len(mine[STOPPED])} stopped early" in item
         assert f"mean {sum(confirmed) / 2:.4f}" in item and all(f"{v:.4f}" in item for v in confirmed)
 
 

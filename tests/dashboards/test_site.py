@@ -79,7 +79,7 @@ def site(quickstart, tmp_path_factory):
     (plugin / "mix.yaml").write_text(yaml.safe_dump(mix))
     env = {**__import__("os").environ, "PYTHONPATH": str(plugin)}
     ran = wb("run", plugin / "mix.yaml", "--workdir", workdir, env=env)
-    assert ran.returncode == 1 and "2 trial(s) failed: raises / seed 0; raises / seed 1" in ran.stdout, ran.stderr[-3000:]
+    assert ran.returncode == 1 and "2 trials failed: raises / seed 0; raises / seed 1" in ran.stdout, ran.stderr[-3000:]
     # A second study whose name and variant names are markup: they must show as text.
     evil = tmp_path_factory.mktemp("evil")
     base = yaml.safe_load((ROOT / "studies/quickstart.yaml").read_text())["base"]

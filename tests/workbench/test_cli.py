@@ -129,7 +129,7 @@ def test_a_stopped_study_says_whether_its_trials_resume_or_start_again():
         update={"checkpoint_every_tokens": 1000})})) for t in trials[:2]]
     assert resume_note(saving) == "stopped trials resume from their last checkpoint"
     assert resume_note([]) == "no trial was stopped mid-way"  # a stop before any trial started
-    assert resume_note([saving[0], trials[1]]).startswith("1 stopped trial(s) resume from their last checkpoint, 1 start again")
+    assert resume_note([saving[0], trials[1]]).startswith("1 stopped trial resumes from the last checkpoint, 1 starts again")
 
 
 def test_the_closing_summary_counts_each_state_and_names_what_did_not_start(capsys):

@@ -249,7 +249,7 @@ def test_a_search_point_that_diverges_is_left_out_of_the_choice_not_waited_for(t
     proc = wb("run", study, "--workdir", workdir)
     assert proc.returncode == 1, proc.stderr[-3000:]  # a trial failed: the exit status says so
     out = proc.stdout + proc.stderr
-    assert "1 search trial(s) did not finish (FoX (Pro) [lr=1e+30])" in out, out[-3000:]
+    assert "1 search trial did not finish (FoX (Pro) [lr=1e+30])" in out, out[-3000:]
     assert "confirm  FoX (Pro): lr=0.003" in out, out[-3000:]
     trials, parent = store(workdir)
     assert sorted(r.info.status for r in trials) == ["FAILED", "FINISHED"]

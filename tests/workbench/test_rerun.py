@@ -43,7 +43,7 @@ def test_rerun_and_a_deleted_run_train_the_trial_again_from_scratch(tmp_path):
 
     again = wb("run", study, "--workdir", workdir, "--rerun", "failed", "--rerun", spec_hash[:8])
     assert again.returncode == 1, again.stderr[-3000:]
-    assert "rerun: 2 trial(s) start afresh (2 tracked run(s) and their checkpoints deleted)" in again.stderr
+    assert "rerun: 2 trials to run afresh (2 tracked runs and their checkpoints deleted)" in again.stderr
     after = by_variant(workdir)
     assert [r.info.status for r in after["raises"]] == ["FAILED"]
     assert after["raises"][0].info.run_id != before["raises"][0].info.run_id
@@ -69,5 +69,5 @@ def test_a_dry_run_checks_the_rerun_selectors_and_says_what_they_would_delete(tm
     bad = wb("run", study, "--workdir", tmp_path / "w", "--dry-run", "--rerun", "bogus", timeout=120)
     assert bad.returncode == 2 and "--rerun 'bogus': no trial of the study" in bad.stderr, bad.stderr
     good = wb("run", study, "--workdir", tmp_path / "w", "--dry-run", "--rerun", "no gate", timeout=120)
-    assert good.returncode == 0 and "--rerun would delete the tracked runs and checkpoints of 1 trial(s)" in good.stdout
+    assert good.returncode == 0 and "--rerun would delete the tracked runs and checkpoints of 1 trial and run them" in good.stdout
     assert not (tmp_path / "w").exists()

@@ -183,7 +183,7 @@ def test_failing_trials_are_recorded_with_their_reasons_and_the_rest_finish(tmp_
     workdir = tmp_path / "w"
     proc = wb("run", write_study(tmp_path, name="failing", changes=changes), "--workdir", workdir)
     assert proc.returncode == 1
-    assert "2 trial(s) failed: raises / seed 0; goes NaN / seed 0" in proc.stdout
+    assert "2 trials failed: raises / seed 0; goes NaN / seed 0" in proc.stdout
     runs = {r.data.tags["variant"]: r for r in trial_runs(workdir, "failing")[1]}
     assert runs["FoX (Pro)"].info.status == "FINISHED"
     assert runs["raises"].info.status == "FAILED" and "no such file or folder" in runs["raises"].data.tags["error"]
