@@ -71,7 +71,7 @@ def no_trials(name: str, args: argparse.Namespace) -> str:
     """Why a study has nothing to show: no store there, or the studies the store does hold."""
     from pathlib import Path
 
-    from workbench import layout, results
+    from workbench import results
     from workbench.tracking import local_tracking_uri
 
     where = args.tracking_uri or args.workdir
