@@ -105,7 +105,7 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
     runs = results.all_runs(store, study.name) if store is not None else []
     states = {s.spec_hash: s for s in status.trial_states(store, runs, trials)}
     done = sum(states[t.spec_hash].state == "finished" for t in trials if t.spec_hash in states)
-    print(f"study {study.name!r}: {len(trials)} trials, {done} done ({status.summary(list(states.values()))})")
+    print(f"study {study.name!r}: {progress.count(len(trials), 'trial')}, {done} done ({status.summary(list(states.values()))})")
     names = [f"{t.variant} [{t.point_label}]" if t.search_point else t.variant for t in trials]
     width = max(len("variant"), *map(len, names))
     print(f"{'variant':<{width}} {'seed':>4}  {'spec hash':<16}  {'params':>12}  {'tokens':>13}  {'train FLOPs':>11}  status")

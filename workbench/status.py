@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from workbench.progress import format_seconds
+from workbench.progress import count, format_seconds
 from workbench.tracking import Store
 
 GPU_BUSY_BELOW = 50.0  # % of the time the GPU ran a kernel (NVML utilisation)
@@ -117,7 +117,7 @@ def summary(states: list[TrialState]) -> str:
 def lines(study: str, states: list[TrialState]) -> list[str]:
     """The study's heading and a line per trial, names in full."""
     width = max((len(s.label) for s in states), default=0)
-    out = [f"study {study!r}: {len(states)} trials: {summary(states) or 'none tracked'}"]
+    out = [f"study {study!r}: {count(len(states), 'trial')}: {summary(states) or 'none tracked'}"]
     for s in states:
         gpu = f"  [{s.gpu}]" if s.gpu else ""
         out.append(f"  {s.state:<8}  {s.label:<{width}}  {s.spec_hash}  {s.detail}{gpu}".rstrip())
