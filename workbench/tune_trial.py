@@ -41,7 +41,6 @@ def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: fl
 
         return fit_workers_trial(spec, out, cpus, gpu, telemetry, progress_s)
     import torch
-    from ray import tune
 
     from workbench.telemetry import reset_peak_rss
     from workbench.trial import run_trial
@@ -59,9 +58,9 @@ def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: fl
     except Exception as e:  # recorded FAILED with its reason; the study goes on
         import traceback
 
-        tune.report(reporter.payload(wb_failed=failure_reason(e), wb_traceback=traceback.format_exc()))
+        reporter.send(reporter.payload(wb_failed=failure_reason(e), wb_traceback=traceback.format_exc()))
         return
-    tune.report(reporter.payload(tokens=result["train_tokens"], val_loss=result["val_loss"], wb_done=True, wb_result=result))
+    reporter.send(reporter.payload(tokens=result["train_tokens"], val_loss=result["val_loss"], wb_done=True, wb_result=result))
 
 
 def failure_reason(e: BaseException) -> str:
