@@ -34,7 +34,7 @@ class WorkerReporter(TuneReporter):
         self.rank = rank
 
     def due(self) -> bool:
-        return self.rank == 0 and self.every_s > 0 and time.time() - self.sent >= self.every_s
+        return self.rank == 0 and self.progress_due()
 
     def report(self, tokens: int, metrics: dict, due: bool = False) -> None:
         self.record(tokens, metrics, due)

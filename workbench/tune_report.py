@@ -27,7 +27,11 @@ class TuneReporter:
         self.resumed: dict | None = None  # where a resumed trial picked up, until a result carries it
 
     def report(self, tokens: int, metrics: dict) -> None:
-        self.record(tokens, metrics, due=self.every_s > 0 and time.time() - self.sent >= self.every_s)
+        self.record(tokens, metrics, due=self.progress_due())
+
+    def progress_due(self) -> bool:
+        """``every_s`` has passed since the last result (never, with ``every_s`` 0)."""
+        return self.every_s > 0 and time.time() - self.sent >= self.every_s
 
     def record(self, tokens: int, metrics: dict, due: bool) -> None:
         """A step's metrics buffered; a result sent with each validation, and a progress result
