@@ -19,20 +19,32 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
+def eta_s(total: int, origin: tuple[float, int] | None, last: tuple[float, int], now: float) -> float | None:
+    """Seconds until a trial has trained ``total`` tokens, at the rate from ``origin`` to ``last``
+    (each (time, tokens)), less the time since ``last``: None while there is no rate yet. Both
+    `wb run` and `wb status` use it, with its first report as the origin once there is a later one
+    (the rate then leaves out compiling and loading), else the trial's start at 0 tokens."""
+    if origin is None or last[1] <= origin[1] or last[0] <= origin[0]:
+        return None
+    rate = (last[1] - origin[1]) / (last[0] - origin[0])
+    return max(0.0, (total - last[1]) / rate - max(0.0, now - last[0]))
+
+
 @dataclass
 class TrialProgress:
     label: str
     total: int
     tokens: int = 0
     loss: float | None = None
-    first: tuple[float, int] | None = None  # (time, tokens) of the first report: the rate's origin
+    started: float | None = None  # when the trial started (0 tokens)
+    first: tuple[float, int] | None = None  # (time, tokens) of its first report
+    at: float = 0.0  # when its last report came
     printed: float = 0.0  # when its last plain line went out
 
     def eta_s(self, now: float) -> float | None:
-        if self.first is None or self.tokens <= self.first[1] or now <= self.first[0]:
-            return None
-        rate = (self.tokens - self.first[1]) / (now - self.first[0])
-        return max(0.0, (self.total - self.tokens) / rate)
+        origin = self.first if self.first and self.tokens > self.first[1] else (
+            (self.started, 0) if self.started is not None else None)
+        return eta_s(self.total, origin, (self.at, self.tokens), now)
 
     def line(self, now: float) -> str:
         loss = f"  loss {self.loss:.3f}" if self.loss is not None else ""
@@ -74,12 +86,12 @@ class LiveView:
 
     def update(self, key: str, label: str, total: int, tokens: int, loss: float | None,
                started: float | None = None) -> None:
-        """A trial's progress; ``started`` (when it started, 0 tokens) gives an ETA from its first report."""
+        """A trial's progress; ``started`` (when it started, 0 tokens) gives an ETA from its first report on."""
         now = time.time()
-        p = self.trials.setdefault(key, TrialProgress(label, total))
-        p.tokens, p.loss = tokens, loss if loss is not None else p.loss
+        p = self.trials.setdefault(key, TrialProgress(label, total, started=started))
+        p.tokens, p.loss, p.at = tokens, loss if loss is not None else p.loss, now
         if p.first is None:
-            p.first = (started, 0) if started is not None else (now, tokens)
+            p.first = (now, tokens)
         if self.live:
             self._clear()
             self._draw()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from workbench.progress import count, format_seconds
+from workbench.progress import count, eta_s, format_seconds
 from workbench.tracking import Store
 
 GPU_BUSY_BELOW = 50.0  # % of the time the GPU ran a kernel (NVML utilisation)
@@ -74,8 +74,8 @@ def run_state(store: Store, run, now: float) -> TrialState:
 
 
 def running_detail(store: Store, run, now: float) -> str:
-    """Tokens done of the trial's total, the last training loss, the ETA at the rate between its
-    first and last reported steps, and how long ago it last reported."""
+    """Tokens done of the trial's total, the last training loss, the ETA (`progress.eta_s`), and how
+    long ago it last reported."""
     history = store.client.get_metric_history(run.info.run_id, "train_loss")
     # The tokens it trains, as its driver recorded them (a run started before that tag: those asked).
     total = int(run.data.tags.get("trained_tokens") or run.data.params.get("train.tokens", 0))
@@ -83,10 +83,11 @@ def running_detail(store: Store, run, now: float) -> str:
         return f"starting (0/{total:,} tokens)"
     history = sorted(history, key=lambda m: m.step)
     first, last = history[0], history[-1]
-    seconds = (last.timestamp - first.timestamp) / 1000
-    rate = (last.step - first.step) / seconds if seconds > 0 and last.step > first.step else None
+    # Rate from its first report to its last, or from its start while it has reported once; the same
+    # ETA as `wb run` shows.
+    origin = (first.timestamp / 1000, first.step) if last.step > first.step else (run.info.start_time / 1000, 0)
     quiet = max(0.0, now - last.timestamp / 1000)
-    eta = max(0.0, (total - last.step) / rate - quiet) if rate else None
+    eta = eta_s(total, origin, (last.timestamp / 1000, last.step), now)
     text = (f"{last.step:,}/{total:,} tokens ({100 * last.step / max(total, 1):.0f}%)  loss {last.value:.3f}  "
             f"eta {format_seconds(eta)}")
     if quiet > QUIET_S:

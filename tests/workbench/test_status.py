@@ -22,7 +22,7 @@ def wb(*args):
 
 
 def test_status_reads_every_trial_state_and_flags_an_idle_gpu(tmp_path):
-    study = {"name": "telemetry", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "variants": [
+    study = {"name": "telemetry", "base": BASE, "seeds": [0, 1, 2], "design": {"kind": "variants", "variants": [
         {"name": "busy", "set": {"train.lr": 0.001}}, {"name": "idle", "set": {"train.lr": 0.002}},
         {"name": "cpu", "set": {"train.lr": 0.003}}]}}
     path = tmp_path / "telemetry.yaml"
@@ -47,6 +47,10 @@ def test_status_reads_every_trial_state_and_flags_an_idle_gpu(tmp_path):
     store.log_metrics(running, [("train_loss", 4.0, 1000, now_ms - 20000), ("train_loss", 3.5, 2000, now_ms - 10000),
                                 ("system/gpu_0_utilization_percentage", 20.0, 1000, now_ms - 20000),
                                 ("system/gpu_0_utilization_percentage", 40.0, 2000, now_ms - 10000)])
+    # A trial that has reported once, 1 s after it started: its rate runs from its start.
+    once = store.start_trial(parent, "telemetry", trials[("busy", 2)], "test")
+    started = store.client.get_run(once).info.start_time
+    store.log_metrics(once, [("train_loss", 5.0, 1024, started + 1000)])
     failed = store.start_trial(parent, "telemetry", trials[("busy", 1)], "test")
     store.fail_trial(failed, "Traceback (most recent call last):\n  ...\nTrainError: the training loss became nan at step 3")
 
@@ -55,7 +59,7 @@ def test_status_reads_every_trial_state_and_flags_an_idle_gpu(tmp_path):
     answered = time.time()
     assert out.returncode == 0, out.stderr
     text = out.stdout
-    assert "study 'telemetry': 6 trials: 1 running, 3 finished, 1 failed, 1 to run" in text
+    assert "study 'telemetry': 9 trials: 2 running, 3 finished, 1 failed, 3 to run" in text
     line = next(l for l in text.splitlines() if "idle / seed 0" in l)
     assert "finished" in line and "[GPU 23% busy (under 50%)]" in line
     assert "GPU" not in next(l for l in text.splitlines() if "busy / seed 0" in l)
@@ -69,9 +73,12 @@ def test_status_reads_every_trial_state_and_flags_an_idle_gpu(tmp_path):
     last = now_ms / 1000 - 10
     assert 82.4 - (answered - last) - 1 <= seconds <= 82.4 - (asked - last) + 1, line
     assert "[GPU 30% busy (under 50%)]" in line
+    # 1,024 tokens in 1 s: the 9,216 to go take 9 s from that report, which is now past.
+    line = next(l for l in text.splitlines() if "busy / seed 2" in l)
+    assert "1,024/10,240 tokens (10%)  loss 5.000  eta " in line and "eta ?" not in line, line
     line = next(l for l in text.splitlines() if "busy / seed 1" in l)
     assert "failed" in line and "TrainError: the training loss became nan at step 3" in line
     assert next(l for l in text.splitlines() if "cpu / seed 1" in l).lstrip().startswith("to run")
     # Without a study: every study in the store, its tracked trials only.
     every = wb("status", "--workdir", workdir)
-    assert every.returncode == 0 and "study 'telemetry': 5 trials: 1 running, 3 finished, 1 failed" in every.stdout
+    assert every.returncode == 0 and "study 'telemetry': 6 trials: 2 running, 3 finished, 1 failed" in every.stdout
