@@ -127,9 +127,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from workbench.runner import run_study
 
+    planning = [flag for flag, value in (("--effect", args.effect), ("--base", args.base), ("--metric", args.metric))
+                if value is not None]
+    if planning and not args.dry_run:  # refused before the study is read: never a run by a forgotten flag
+        raise SpecError(f"{' and '.join(planning)} go{'es' if len(planning) == 1 else ''} with --dry-run "
+                        "(they plan the seeds; `wb run` without --dry-run runs the study)")
     study = _load_study(args.study)
     workdir = Path(args.workdir)
     if args.dry_run:
+        args.metric = args.metric or "val_ppl"
         return cli_reports.dry_run(study, workdir, args)
     from workbench.telemetry import Telemetry
 
@@ -226,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--effect", type=_effect,
                    help="with --dry-run: the seeds that would detect this effect (a fraction of the base's mean: "
                         "0.01 = 1%%) with 80%% power, from the spread of the study's finished pilot runs")
-    p.add_argument("--metric", default="val_ppl", help="the metric --effect is stated in (default val_ppl)")
+    p.add_argument("--metric", help="with --effect: the metric it is stated in (default val_ppl)")
     p.add_argument("--base", help="with --effect: the variant the effect is measured against (default: the design's "
                                   "base)")
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start Ray locally)")

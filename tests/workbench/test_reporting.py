@@ -265,6 +265,14 @@ def test_dry_run_says_how_many_seeds_would_detect_an_effect(grid_search):
     assert bad.stdout == ""  # refused before the trials are listed
     alone = wb("run", path, "--workdir", workdir, "--dry-run", "--base", other)
     assert alone.returncode == 2 and "--base goes with --effect" in alone.stderr and alone.stdout == ""
+    # Without --dry-run these flags are refused, not ignored: a forgotten --dry-run runs nothing.
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    tracked = len(client.search_runs([e.experiment_id for e in client.search_experiments()]))
+    for flags in (["--effect", "0.01"], ["--base", other], ["--metric", "val_loss"]):
+        planned = wb("run", path, "--workdir", workdir, *flags)
+        assert planned.returncode == 2 and f"{flags[0]} goes with --dry-run" in planned.stderr, planned.stderr
+        assert planned.stdout == "" and "start" not in planned.stderr
+    assert len(client.search_runs([e.experiment_id for e in client.search_experiments()])) == tracked
 
 
 def test_each_final_val_loss_is_logged_once_and_no_stray_experiment(grid_search):
