@@ -127,6 +127,13 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
         if no_gpu_here(study):  # what runner.check_gpus refuses a local run for
             print(f"note: the study asks resources.gpu={study.resources.gpu} a trial and this machine has no GPU: "
                   "`wb run` here stops at once; run it on a GPU machine, or pass --ray-address of a cluster with GPUs")
+        else:
+            from workbench.ray_train import check_study
+
+            try:
+                check_study(study, trials, None)
+            except SpecError as e:
+                print(f"note: `wb run` here stops at once: {e}")
     if study.search is not None and study.search.confirm is not None:
         confirm_lines(study, store, runs, done == len(trials))
     if getattr(args, "rerun", None):

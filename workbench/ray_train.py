@@ -180,12 +180,11 @@ def run_workers(spec, out: Path, cpus: float = 1.0, gpu: float | None = None) ->
 
 
 def check_cluster(needs: list[tuple[int, float, float]], field: str = "resources.workers",
-                  resources: dict | None = None) -> None:
+                  resources: dict | None = None, where: str = "this machine has") -> None:
     """Each (workers, cpus per worker, gpus per worker) must fit the Ray cluster's totals, else
     Ray Train would wait for resources that never come: an error naming the field before
     anything starts. ``resources``: this machine's, for the Ray a run starts here (default: those
     of the Ray cluster joined, ``ray.cluster_resources()``)."""
-    where = "this machine has"
     if resources is None:
         import ray
 
@@ -208,15 +207,29 @@ def _failure_text(e: BaseException) -> str:
 
 
 def check_study(study, trials, ray_address: str | None) -> None:
-    """Before anything starts: every trial of more than one worker splits its global batch evenly,
-    has a GPU of its own per worker where it uses GPUs, and fits the cluster (``ray_address``'s,
-    already joined; else this machine, whose resources a local Ray will have)."""
+    """Before anything starts: every trial fits the cluster (``ray_address``'s, already joined; else
+    this machine, whose resources a local Ray will have), since Ray would wait forever for
+    resources that never come; and every trial of more than one worker splits its global batch
+    evenly and has a GPU of its own per worker where it uses GPUs."""
     from workbench.sharding import check_divisible
 
+    res = study.resources
+    if ray_address is None:
+        import torch
+
+        cluster, where = {"CPU": float(len(os.sched_getaffinity(0))), "GPU": float(torch.cuda.device_count())}, "this machine has"
+    else:
+        import ray
+
+        cluster, where = ray.cluster_resources(), "the Ray cluster has"
+    if any(t.spec.train.workers == 1 for t in trials):
+        for name, asked, have in (("cpu", res.cpu, cluster.get("CPU", 0.0)), ("gpu", res.gpu, cluster.get("GPU", 0.0))):
+            if asked > have:
+                raise SpecError(f"resources.{name}={asked:g}: a trial asks {asked:g} {name.upper()}s and {where} "
+                                f"{have:g}, so it would never start. Lower resources.{name}")
     many = [t for t in trials if t.spec.train.workers > 1]
     if not many:
         return
-    res = study.resources
     if 0 < res.gpu < 1:
         raise SpecError(f"resources.gpu={res.gpu:g} with {many[0].spec.train.workers} workers per trial: each worker "
                         "needs a GPU of its own (NCCL runs one process per GPU); use resources.gpu: 1, or workers: 1 "
@@ -226,14 +239,8 @@ def check_study(study, trials, ray_address: str | None) -> None:
             check_divisible(t.spec.train, t.spec.train.workers)
         except SpecError as e:
             raise SpecError(f"{t.variant} / seed {t.seed}: {e}") from None
-    if ray_address is None:
-        import torch
-
-        cluster = {"CPU": float(len(os.sched_getaffinity(0))), "GPU": float(torch.cuda.device_count())}
-    else:
-        cluster = None
     field = "resources.workers" if res.workers is not None else "train.workers"
-    check_cluster(sorted({(t.spec.train.workers, res.cpu, res.gpu) for t in many}), field, cluster)
+    check_cluster(sorted({(t.spec.train.workers, res.cpu, res.gpu) for t in many}), field, cluster, where)
 
 
 def tune_placement(study, workers: int, trainable, max_concurrent: int | None):

@@ -203,6 +203,7 @@ def test_failing_trials_are_recorded_with_their_reasons_and_the_rest_finish(tmp_
         ("malformed yaml", "malformed YAML"),
         ("gpu without gpu", "resources.gpu=0.25: this machine has no GPU"),
         ("empty design", "design.changes: List should have at least 1 item"),
+        ("more cpus than here", "resources.cpu=1000: a trial asks 1000 CPUs and this machine has"),
     ],
 )
 def test_bad_study_files_write_nothing(tmp_path, case, expected):
@@ -219,12 +220,17 @@ def test_bad_study_files_write_nothing(tmp_path, case, expected):
         if shutil.which("nvidia-smi"):
             pytest.skip("this machine has a GPU")
         path = write_study(tmp_path, resources={"cpu": 1, "gpu": 0.25})
+    elif case == "more cpus than here":  # Ray would wait for them forever
+        path = write_study(tmp_path, resources={"cpu": 1000, "gpu": 0})
     else:
         path = write_study(tmp_path, changes=[])
     proc = wb("run", path, "--workdir", tmp_path / "w", timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert expected in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "w" / "mlflow.db").exists()
+    if case == "more cpus than here":  # the dry run says so too, and runs nothing
+        dry = wb("run", path, "--workdir", tmp_path / "w", "--dry-run", timeout=120)
+        assert dry.returncode == 0 and f"note: `wb run` here stops at once: {expected}" in dry.stdout, dry.stdout
 
 
 def free_port() -> int:
