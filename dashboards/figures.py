@@ -103,7 +103,7 @@ def table_note(info: table.StudyInfo, holm: bool) -> str:
     chosen = chosen_note(info) if info.choice else ""
     return (f"Base: {esc(info.base)} ({esc(info.base_from)}). &#10003;: the kind the paper's presets use ({esc(kinds)}); "
             "another kind is named. CI: Student t over seeds; a seed count k/n: k finished where the study asks for "
-            f"n. &#9733;: {SIGNIFICANCE.format(alpha=info.alpha, holm=', Holm-adjusted over the rows' if holm else '')}. "
+            f"n. &#9733;: {SIGNIFICANCE.format(alpha=info.alpha, holm=', Holm-adjusted over the distinct comparisons' if holm else '')}. "
             "Paired: the mean and 95% CI of the per-seed differences from the base (a seed fixes the data order of "
             "every variant), over the seeds both have. MDE: the smallest true difference the paired test detects "
             f"with 80% power at alpha {info.alpha:g}, given that spread and n (docs/statistics.md). With a search, "

@@ -82,7 +82,7 @@ def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, ch
     notes = ["delta: mean minus the mean of the base's row"
              + (" it is compared with (vs)" if search else "")
              + "; paired: the mean of the per-seed differences from it and their 95% t CI over the seeds both have (n); "
-             f"p: two-sided paired t-test{', Holm-adjusted over the rows compared' if holm else ''}, * below alpha; "
+             f"p: two-sided paired t-test{', Holm-adjusted over the distinct comparisons' if holm else ''}, * below alpha; "
              f"MDE: the smallest true difference that test detects with 80% power at alpha {info.alpha:g}, "
              "given the spread of the differences and n (docs/statistics.md)"]
     if any(r["test"] == "welch" for r in rows):

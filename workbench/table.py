@@ -271,9 +271,25 @@ def study_table(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl") ->
         record.update(compare(row, variant, point, values, best, info))
         record.update(from_runs(mine, info.planned and (variant, point) in info.planned, expected))
         out.append(record)
-    for record, adjusted in zip(out, stats.holm([r.get("p_value") for r in out])):
+    for record, adjusted in zip(out, holm_distinct(out, values)):
         record["p_holm"] = adjusted
     return pl.DataFrame(out, schema=SCHEMA) if out else pl.DataFrame(schema=SCHEMA)
+
+
+def holm_distinct(records: list[dict], values: dict[str, dict[int, float]]) -> list[float | None]:
+    """Holm-adjusted p of each record, each distinct comparison counted once in the family: rows
+    that compare the very same runs (a confirmation row and its chosen search point on the same
+    seeds, a variant and its alias) are one test, and share its adjusted p."""
+    def key(r: dict):
+        mine, base = values.get(r["row"], {}), values.get(r.get("base_row") or "", {})
+        return r.get("test"), tuple(mine.items()), tuple(base.items())
+
+    firsts: dict = {}
+    for i, r in enumerate(records):
+        if r.get("p_value") is not None:
+            firsts.setdefault(key(r), i)
+    adjusted = dict(zip(firsts.values(), stats.holm([records[i]["p_value"] for i in firsts.values()])))
+    return [adjusted[firsts[key(r)]] if r.get("p_value") is not None else None for r in records]
 
 
 def chosen_values(row: str, point: str, info: StudyInfo) -> str | None:

@@ -235,3 +235,37 @@ def test_without_the_file_a_searchs_rows_keep_the_plans_order_not_the_start_orde
         ["a", "lr=0.01"], ["a", "lr=0.003"], ["b", "lr=0.01"], ["b", "lr=0.003"]]]  # untagged: the start order
     tagged = study_info("s", runs, None, {**tags, "rows": json.dumps(plan)})
     assert [k[1:] for k in row_keys(runs, tagged)] == [tuple(r) for r in plan]
+
+
+def test_holm_counts_each_distinct_comparison_once():
+    """Tune, then confirm on the seeds the search ran: a confirmation row and its chosen search
+    point hold the same runs, as do a variant and its alias. Holm's family is the distinct
+    comparisons: such rows share one adjusted p, and m counts them once."""
+    import polars as pl
+
+    from workbench.table import StudyInfo, study_table
+
+    import random
+
+    noise = random.Random(7)
+    shift = {"base": 0.0, "x": -0.3, "z": 0.2}
+    runs = [{"variant": v, "seed": s, "search_point": p, "alias_of": None,
+             "val_loss": 3.0 + shift[v] + (0.4 if p == "lr=0.001" else 0.0) + noise.gauss(0, 0.1)}
+            for v in shift for p in ("lr=0.001", "lr=0.01") for s in (0, 1, 2)]
+    runs += [{**r, "variant": "y", "alias_of": "x"} for r in runs if r["variant"] == "x"]
+    info = StudyInfo("s", "base", ["base", "x", "y", "z"], seeds=[0, 1, 2],
+                     planned=[(v, "") for v in ("base", "x", "y", "z")], confirm_seeds=[0, 1, 2],
+                     choice={"base": "lr=0.01", "x": "lr=0.01", "z": "lr=0.01"})
+    rows = {r["row"]: r for r in study_table(pl.DataFrame(runs), info, "val_loss").iter_rows(named=True)}
+    same = ["x", "y", "x [lr=0.01]", "y [lr=0.01]"]
+    assert len({rows[r]["p_value"] for r in same}) == 1 and len({rows[r]["p_holm"] for r in same}) == 1
+    # The distinct comparisons: x and z at each lr, against the base at that lr.
+    distinct = sorted(rows[r]["p_value"] for r in ("x", "z", "x [lr=0.001]", "z [lr=0.001]"))
+    assert len({p for r in rows.values() if (p := r["p_value"]) is not None}) == 4
+    adjusted, running = {}, 0.0
+    for rank, p in enumerate(distinct):
+        running = max(running, min(1.0, (4 - rank) * p))
+        adjusted[p] = running
+    for row in rows.values():
+        if row["p_value"] is not None:
+            assert row["p_holm"] == adjusted[row["p_value"]], row["row"]
