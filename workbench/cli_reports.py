@@ -260,18 +260,18 @@ def cmd_results(args: argparse.Namespace) -> int:
 def compare_results(args: argparse.Namespace, loaded) -> int:
     from workbench import export, report, table
 
-    (a, _, runs_a, _), (b, _, runs_b, _) = loaded
-    frame = report.compare_studies(runs_a, runs_b, args.metric)
+    # Each study's rows as its own table reads them: a tune-then-confirm study's confirmation rows included.
+    (a, values_a), (b, values_b) = [(name, table.row_seed_values(runs, table.study_info(name, runs, study, tags), args.metric))
+                                    for name, study, runs, tags in loaded]
+    frame = report.compare_studies(values_a, values_b)
     if frame.is_empty():
-        print(f"studies {a!r} and {b!r} share no row (variant and searched values) with finished seeds", file=sys.stderr)
+        print(f"studies {a!r} and {b!r} share no row (variant and searched values, or a confirmation row) with finished seeds", file=sys.stderr)
         return 1
     if args.format != "table":
         export.write(frame, args.format, args.out, {"studies": [a, b], "metric": args.metric})
         return 0
-    rows_a = set(table.seed_values(table.normalise(runs_a), args.metric))
-    rows_b = set(table.seed_values(table.normalise(runs_b), args.metric))
     shared = set(frame["row"])
-    lines = report.comparison_lines(frame, a, b, args.metric, sorted(rows_a - shared), sorted(rows_b - shared))
+    lines = report.comparison_lines(frame, a, b, args.metric, sorted(set(values_a) - shared), sorted(set(values_b) - shared))
     emit("\n".join(lines) + "\n", args.out)
     return 0
 

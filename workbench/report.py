@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from workbench import stats
-from workbench.table import BEST_POINT, SAME_POINT, STANDARD_KINDS, StudyInfo, normalise, seed_values
+from workbench.table import BEST_POINT, SAME_POINT, STANDARD_KINDS, StudyInfo
 
 SPIKES = ("spikes: of a row's finished runs, those with a gradient-norm spike (a run of steps after warmup above "
           "10x the median gradient norm) or a loss spike (above the median of the 50 steps before by 6 robust sd "
@@ -116,11 +116,11 @@ def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, ch
     return notes + failures
 
 
-def compare_studies(runs_a: pl.DataFrame, runs_b: pl.DataFrame, metric: str = "val_ppl") -> pl.DataFrame:
-    """The rows two studies share (same variant name and searched values), side by side: each
-    one's seeds, mean and 95% CI, and B - A with its Welch CI and p (unpaired: two studies' seeds
-    are not known to share a data order)."""
-    a, b = seed_values(normalise(runs_a), metric), seed_values(normalise(runs_b), metric)
+def compare_studies(a: dict[str, dict[int, float]], b: dict[str, dict[int, float]]) -> pl.DataFrame:
+    """The rows two studies share (same row name: variant and searched values, or a confirmation
+    row), side by side, from each one's row -> {seed: value} as its own table reads them
+    (`table.row_seed_values`): each one's seeds, mean and 95% CI, and B - A with its Welch CI and
+    p (unpaired: two studies' seeds are not known to share a data order)."""
     rows = []
     for row in [r for r in a if r in b]:
         ca, cb = stats.mean_ci(a[row].values()), stats.mean_ci(b[row].values())

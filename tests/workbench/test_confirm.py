@@ -120,6 +120,14 @@ def test_tune_then_confirm_chooses_from_the_search_runs_it_resumes_between_stage
     delta = [values["no gate"][s] - values["FoX (Pro)"][s] for s in (0, 1)]
     assert rows["no gate"]["paired_delta"] == pytest.approx(sum(delta) / 2)
     assert rows["FoX (Pro)"]["comparison"] == "base" and rows["no gate"]["base_row"] == "FoX (Pro)"
+    # Two studies side by side (here the study and itself) compare the confirmation rows too, as
+    # each study's table reads them: a tuned study shares them with another study's plain rows.
+    both = wb("results", "tuned", "tuned", "--workdir", workdir, "--metric", "val_loss", "--format", "json")
+    assert both.returncode == 0, both.stderr[-2000:]
+    side = {r["row"]: r for r in json.loads(both.stdout)["rows"]}
+    for v, seeds in values.items():
+        assert side[v]["a_n_seeds"] == side[v]["b_n_seeds"] == 2
+        assert side[v]["a_mean"] == pytest.approx(sum(seeds.values()) / 2) and side[v]["difference"] == 0
 
 
 @pytest.mark.parametrize("change,expected", [
