@@ -94,6 +94,7 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
     detect it, from the pilot runs' spread."""
     from workbench import results, status, table
     from workbench.info import flops_per_token, param_counts
+    from workbench.runner import no_gpu_here, optuna_draws_done, to_run
     from workbench.study import expand, variant_names
 
     if getattr(args, "base", None) is not None:  # checked before anything is printed
@@ -104,14 +105,24 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
     store = results.read_store(workdir, study.name, study.experiment, args.tracking_uri)
     runs = results.all_runs(store, study.name) if store is not None else []
     states = {s.spec_hash: s for s in status.trial_states(store, runs, trials)}
-    done = sum(states[t.spec_hash].state == "finished" for t in trials if t.spec_hash in states)
-    print(f"study {study.name!r}: {progress.count(len(trials), 'trial')}, {done} done ({status.summary(list(states.values()))})")
+    # Done as `wb run` counts it (a trial ASHA stopped early is done; an Optuna search once it has
+    # its draws); the states in brackets are this stage's trials', not the confirmation's.
+    todo = trials if store is None else to_run(store, study, trials, store.finished_trials(study.name))
+    done = len(trials) - len(todo)
+    parts = [status.summary([states[t.spec_hash] for t in trials if t.spec_hash in states])]
+    optuna = [t for t in trials if t.optuna_samples]
+    if optuna:
+        drawn = 0 if store is None else sum(min(optuna_draws_done(store, study, t), t.optuna_samples) for t in optuna)
+        parts.append(f"{drawn} of {sum(t.optuna_samples for t in optuna)} optuna draws finished")
+    parts = ", ".join(p for p in parts if p)
+    print(f"study {study.name!r}: {progress.count(len(trials), 'trial')}, {done} done" + (f" ({parts})" if parts else ""))
     names = [f"{t.variant} [{t.point_label}]" if t.search_point else t.variant for t in trials]
     width = max(len("variant"), *map(len, names))
     print(f"{'variant':<{width}} {'seed':>4}  {'spec hash':<16}  {'params':>12}  {'tokens':>13}  {'train FLOPs':>11}  status")
     for t, name in zip(trials, names):
         s = states.get(t.spec_hash)
-        text = "done" if s is None or s.state == "finished" else s.state
+        text = "done" if s is None or s.state == "finished" else \
+            "done (stopped early by ASHA)" if s.state == "stopped" else s.state
         if s is not None and s.state in ("running", "failed", "killed") and s.detail:
             text += f": {s.detail}"
         if t.optuna_samples:
@@ -122,8 +133,6 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
         print(f"{name:<{width}} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  "
               f"{tokens:>13,}  {flops:>11.3g}  {text}{also}")
     if done < len(trials) and getattr(args, "ray_address", None) is None:
-        from workbench.runner import no_gpu_here
-
         if no_gpu_here(study):  # what runner.check_gpus refuses a local run for
             print(f"note: the study asks resources.gpu={study.resources.gpu} a trial and this machine has no GPU: "
                   "`wb run` here stops at once; run it on a GPU machine, or pass --ray-address of a cluster with GPUs")

@@ -268,7 +268,7 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     store = Store(tracking_uri or local_tracking_uri(workdir), study.experiment, layout.artifacts(workdir))
     code = code_version()
     done = store.finished_trials(study.name)
-    todo = _todo(store, study, trials, done)
+    todo = to_run(store, study, trials, done)
     if not todo and not rerun_selectors:
         _say(f"study {study.name!r}: {progress.count(len(trials), 'trial')}, {len(trials)} already done, 0 to run")
         return StudyRun(trials, done, {})
@@ -279,7 +279,7 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
             deleted = rerun.forget(store, study.name, workdir, hashes)
             _say(f"rerun: {progress.count(len(hashes), 'trial')} to run afresh ({progress.count(deleted, 'tracked run')} and their checkpoints deleted)")
             done = store.finished_trials(study.name)
-            todo = _todo(store, study, trials, done)
+            todo = to_run(store, study, trials, done)
         resuming = sum((layout.trial_dir(workdir, t.spec_hash) / layout.CHECKPOINT).exists() for t in todo)
         from_checkpoints = f" ({resuming} from a checkpoint)" if resuming else ""
         _say(f"study {study.name!r}: {progress.count(len(trials), 'trial')}, {len(trials) - len(todo)} already done, {len(todo)} to run"
@@ -332,9 +332,11 @@ def run_order(trials: list[Trial]) -> list[Trial]:
     return sorted(trials, key=lambda t: t.seed)
 
 
-def _todo(store: Store, study: StudySpec, trials: list[Trial], done: dict[str, str]) -> list[Trial]:
+def to_run(store: Store, study: StudySpec, trials: list[Trial], done: dict[str, str]) -> list[Trial]:
+    """The trials still to run: not FINISHED (a trial ASHA stopped early is finished), and an Optuna
+    search's template until it has its draws."""
     return [t for t in trials if t.spec_hash not in done
-            and not (t.optuna_samples and _optuna_done(store, study, t) >= t.optuna_samples)]
+            and not (t.optuna_samples and optuna_draws_done(store, study, t) >= t.optuna_samples)]
 
 
 def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_concurrent: int | None, telemetry=None,
@@ -372,7 +374,7 @@ def _prior_draws(store: Store, study: StudySpec, template: Trial) -> list:
     return [r for r in runs if r.data.tags.get("search_point") and "val_loss" in r.data.metrics]
 
 
-def _optuna_done(store: Store, study: StudySpec, template: Trial) -> int:
+def optuna_draws_done(store: Store, study: StudySpec, template: Trial) -> int:
     return len(_prior_draws(store, study, template))
 
 

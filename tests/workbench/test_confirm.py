@@ -181,6 +181,17 @@ def test_a_search_confirms_its_best_finished_point(tmp_path, search, stops):
     (confirm,) = [r for r in trials if r.data.tags.get("stage") == "confirm"]
     assert confirm.info.status == "FINISHED" and confirm.data.tags["seed"] == "1"
     assert float(confirm.data.params["train.lr"]) == choice["values"]["train.lr"]
+    # The dry run counts the search done as `wb run` does (a trial ASHA stopped is done) and lists
+    # the confirmation it chose.
+    dry = wb("run", path, "--workdir", tmp_path / "w", "--dry-run")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    n = 1 if search["algorithm"] == "optuna" else 3
+    assert f"study 'tuned': {n} trial{'s' if n > 1 else ''}, {n} done" in dry.stdout, dry.stdout
+    assert "then the confirmation, at each variant's best search point" in dry.stdout and "chosen once" not in dry.stdout
+    if search["algorithm"] == "optuna":
+        assert f"{search['num_samples']} of {search['num_samples']} optuna draws finished" in dry.stdout
+    if stops:
+        assert "done (stopped early by ASHA)" in dry.stdout
 
 
 RANDOM_ASHA = {"algorithm": "random", "num_samples": 3, "space": {"train.lr": {"loguniform": [0.0001, 0.03]}},
