@@ -14,7 +14,7 @@ from plotly.offline import get_plotlyjs
 
 from dashboards import confirm, figures
 from dashboards.figures import esc
-from workbench import results, table
+from workbench import results, status, table
 from workbench.tracking import Store
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
@@ -78,8 +78,10 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     if info.design_kind == "scaling":
         scaling_section(page, everything, info)
     effect_sections(page, everything, info)
+    # Each trial once: a confirmation row and its chosen search point, or an alias, share trials.
+    final = list(status.final_statuses(attempts).values())
     summary = {"variants": rows["variant"].n_unique(), "runs": len(runs), "base": info.base,
-               "finished": int(rows["finished"].sum()), "failed": int(rows["failed"].sum() + rows["killed"].sum()),
+               "finished": final.count("FINISHED"), "failed": final.count("FAILED") + final.count("KILLED"),
                "date": time.strftime("%Y-%m-%d", time.gmtime(parent.info.start_time / 1000)) if parent else "",
                "best": _best(rows)}
     frame = table.normalise(everything.filter(pl.col("status") == "FINISHED"))

@@ -36,6 +36,15 @@ def _resolve(runs: list):
         (r for r in runs if r.info.status == "RUNNING"), None) or runs[-1]
 
 
+def final_statuses(runs: list) -> dict[str, str]:
+    """spec_hash -> the MLflow status of the run that says its state (FINISHED, FAILED, ...): each
+    trial once, however many attempts and rows it has."""
+    by_hash: dict[str, list] = {}
+    for r in runs:
+        by_hash.setdefault(r.data.tags["spec_hash"], []).append(r)
+    return {h: _resolve(rs).info.status for h, rs in by_hash.items()}
+
+
 def trial_states(store: Store, runs: list, planned: list | None = None, now: float | None = None) -> list[TrialState]:
     """One state per trial: the ``planned`` ones (study.Trial, in the study's order) first, then
     any tracked spec hash the plan does not hold (an adaptive search's draws, say)."""

@@ -114,3 +114,19 @@ def test_the_table_note_says_what_a_confirmation_row_is_compared_with(page):
     assert "Chosen: a confirmation row's searched values, each variant's best search point, run on the confirmation seeds" in text
     assert "compared with the base's confirmation row, at the base's own choice" in text
     assert "Spikes: spikes" not in text and "\u26a1 Spikes: of a row's finished runs" in text
+
+
+def test_the_index_counts_each_trial_once(page):
+    """A confirmation row holds the search trial at its chosen point too: the index's trials
+    finished count each tracked trial once (8: 6 search draws, 2 confirmation runs)."""
+    import re
+
+    workdir, path = page
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("tuned")
+    finished = {r.data.tags["spec_hash"] for r in client.search_runs(
+        [exp.experiment_id], "tags.wb_kind = 'trial' and attributes.status = 'FINISHED'")}
+    row = re.search(r'<tr><td><a href="study-tuned-[^"]+">tuned</a></td>(.*?)</tr>',
+                    (path.parent / "index.html").read_text()).group(1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert len(finished) == 8 and cells[2:4] == ["8", "0"], cells
