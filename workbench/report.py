@@ -248,7 +248,7 @@ def fit_lines(about: dict) -> list[str]:
         beta = f", beta {_estimate(f['beta'], '.3f')}" if f.get("beta") else ""
         lines.append(f"  {variant} ({'L(N, D)' if f['form'] == 'ND' else 'L(N)'}): E {_estimate(f['E'], '.4f')}, "
                      f"alpha {_estimate(f['alpha'], '.3f')}{beta}, "
-                     f"{f['n_points']} sizes, {f['n_runs']} runs{at}{note}")
+                     f"{f['n_points']} {'(N, D) points' if f['form'] == 'ND' else 'sizes'}, {f['n_runs']} runs{at}{note}")
     for c in about.get("crossings", []):
         a, b = c["variants"]
         share = f" (in {c['share_crossing']:.0%} of the bootstrap pairs)" if c.get("n") and c.get("share_crossing") is not None else ""
@@ -266,7 +266,8 @@ def effect_lines(about: dict) -> list[str]:
         return []
     metric = about.get("metric", "val_ppl")
     lines = ["", f"effect versus the axis: each variant minus the base at the same point, paired over seeds, {metric}, "
-                 "95% t CI; change: from the point before, Welch's t-test of the per-seed differences at the two points"]
+                 "95% t CI; change: from the point before along the first axis (the other axes' values the same), Welch's "
+                 "t-test of the per-seed differences at the two points"]
     for e in found:
         along = f" along {e['axis']}" if e.get("axis") else ""
         lines.append(f"  {e['variant']} minus {e['vs']}{along}:")
