@@ -138,10 +138,12 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
             axis = axis_labels(study)
     if study is None and seeds is not None:
         # Without the file, the plan's rows from the tags, so that a row's unstarted seeds count as
-        # "to run": a search's as tagged, else one row per variant of a design without an axis.
+        # "to run": a search's as tagged, else one row per variant of a design without an axis, or
+        # per variant and point of its axis (scaling, crossed: the axis is tagged in its order).
         searched = "search_point" in runs.columns and (runs["search_point"].fill_null("") != "").any()
         planned = list(row_order) if row_order else [(v, "") for v in order] \
-            if kind in _ONE_ROW_A_VARIANT and not searched else []
+            if kind in _ONE_ROW_A_VARIANT and not searched else [(v, a) for v in order for a in axis] \
+            if kind in ("scaling", "crossed") else []
     if confirm_seeds:  # each variant's (a crossed design: each cell's) confirmation row first
         planned = [(v, a) for v in order for a in (axis if kind == "crossed" else [""])] + planned
     return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice, kind,
@@ -309,9 +311,9 @@ def row_keys(runs: pl.DataFrame, info: StudyInfo) -> list[tuple[str, str, str]]:
         runs.sort("start_time").select("variant", "search_point").iter_rows()))
     keys = list(dict.fromkeys(list(info.planned) + tracked))
     rank = {v: i for i, v in enumerate(info.order)}
-    tagged = {k: i for i, k in enumerate(info.row_order)}
-    # Stable: within a variant the plan's order (from the file, else as tagged), then the start order.
-    keys.sort(key=lambda k: (rank.get(k[0], len(rank)), tagged.get(k, len(tagged))))
+    planned = {k: i for i, k in enumerate(info.planned)}
+    # Stable: within a variant the plan's order (from the file, else as tagged: the same), then the start order.
+    keys.sort(key=lambda k: (rank.get(k[0], len(rank)), planned.get(k, len(planned))))
     return [(label(v, p), v, p) for v, p in keys]
 
 

@@ -269,3 +269,24 @@ def test_holm_counts_each_distinct_comparison_once():
     for row in rows.values():
         if row["p_value"] is not None:
             assert row["p_holm"] == adjusted[row["p_value"]], row["row"]
+
+
+def test_a_ladder_read_by_name_keeps_the_axis_order():
+    """`wb results NAME` (no file) of a scaling study whose trials started out of order: the rows
+    follow the tagged axis, as they do with the file, and a size not yet run is to run."""
+    import json
+
+    import polars as pl
+
+    from workbench.table import study_info, study_table
+
+    axis = ["size=XS", "size=S", "size=M"]
+    started = [("FoX", "size=S"), ("FoX", "size=XS"), ("T", "size=S"), ("T", "size=XS")]  # M: not yet run
+    runs = pl.DataFrame([{"variant": v, "seed": s, "search_point": p, "stopped_early": False, "status": "FINISHED",
+                          "start_time": 10 * i + s, "val_ppl": 20.0 - i + 0.1 * s}
+                         for i, (v, p) in enumerate(started) for s in (0, 1)])
+    tags = {"variants": '["FoX", "T"]', "base_variant": "FoX", "seeds": "[0, 1]", "design_kind": "scaling",
+            "axis": json.dumps(axis)}
+    table = study_table(runs, study_info("ladder", runs, None, tags))
+    assert table["row"].to_list() == [f"{v} [{p}]" for v in ("FoX", "T") for p in axis]
+    assert table.filter(pl.col("row") == "T [size=M]")["to_run"].item() == 2
