@@ -109,6 +109,10 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"{result['unigram_entropy']:.4f}; {rate}{mfu}; {result['n_params']:,} params")
     for length, ppl in result["ppl_at_length"].items():
         print(f"  P({length}) = {ppl:.3f}")
+    if result.get("eval_sequences", 0) < result.get("eval_sequences_asked", 0):
+        print(f"note: validated on {result['eval_sequences']} of the {result['eval_sequences_asked']} held-out sequences "
+              "eval.sequences asks: the held-out split has too few documents of context + 1 tokens; raise "
+              "data.max_bytes or lower eval.sequences")
     print(f"wrote {out / 'result.json'}")
     return 0
 

@@ -127,6 +127,8 @@ def evaluate(model, data, spec: EvalSpec, context: int, device, autocast=nullcon
         total, count = per_position_loss(model, batches, device, autocast)
         result["eval_lengths"][str(length)] = sum(len(b.x) for b in batches)  # sequences
         if multiple == 1:
+            # Fewer than asked where the held-out split has too few documents this long.
+            result["eval_sequences"], result["eval_sequences_asked"] = result["eval_lengths"][str(length)], spec.sequences
             result["val_loss"] = float(total.sum() / count.sum())
             result["val_ppl"] = math.exp(result["val_loss"])
         if isinstance(data, MQARTask):

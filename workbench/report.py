@@ -107,6 +107,11 @@ def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, ch
         notes.append(f"k of n! in spikes: k of n runs spiked. {SPIKES}")
     elif any(r["runs_spiked"] is not None for r in rows):
         notes.append(SPIKES)
+    short = [f"{r['row']} ({r['eval_sequences']} of {r['eval_sequences_asked']})" for r in rows
+             if r["eval_sequences"] is not None and r["eval_sequences"] < r["eval_sequences_asked"]]
+    if short:
+        notes.append("validated on fewer held-out sequences than eval.sequences asks (the held-out split has too few "
+                     "documents of context + 1 tokens; raise data.max_bytes or lower eval.sequences): " + ", ".join(short))
     if any(r["kinds"] for r in rows):
         notes.append("kinds: slots whose kind is not the one the paper's presets use ("
                      + ", ".join(f"{s}={k}" for s, k in STANDARD_KINDS.items()) + ")")

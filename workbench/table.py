@@ -47,7 +47,7 @@ SCHEMA = {
     "stopped": pl.Int64, "to_run": pl.Int64, "reasons": pl.List(pl.String), "runs_spiked": pl.Int64,
     "grad_spikes": pl.Int64, "loss_spikes": pl.Int64, "grad_norm_max": pl.Float64, "grad_norm_max_ratio": pl.Float64,
     "kinds": pl.String, **{f"slot.{s}": pl.String for s in ATTENTION_SLOTS}, "n_params": pl.Int64,
-    "workers": pl.String,
+    "workers": pl.String, "eval_sequences": pl.Int64, "eval_sequences_asked": pl.Int64,
 }
 
 
@@ -359,7 +359,18 @@ def from_runs(mine: pl.DataFrame, planned: bool, expected: int | None) -> dict:
             reasons.append(f"seed {last['seed']} ({state}): {_reason(last.get('error') or '')}")
     tracked = sum(states.values())
     to_run = max(0, expected - tracked) if planned and expected is not None else 0
-    return {**states, "to_run": to_run, "reasons": reasons, **spikes(mine), **kinds(mine), "workers": workers(mine)}
+    return {**states, "to_run": to_run, "reasons": reasons, **spikes(mine), **kinds(mine), "workers": workers(mine),
+            **eval_sequences(mine)}
+
+
+def eval_sequences(mine: pl.DataFrame) -> dict:
+    """The fewest held-out sequences a finished run of the row was validated on, and the most asked
+    (``eval.sequences``); None where no run recorded them."""
+    cols = ("eval_sequences", "eval_sequences_asked")
+    done = mine.filter(pl.col("status") == "FINISHED") if mine.height else mine
+    if not done.height or any(c not in done.columns for c in cols) or done["eval_sequences"].is_null().all():
+        return dict.fromkeys(cols)
+    return {"eval_sequences": int(done["eval_sequences"].min()), "eval_sequences_asked": int(done["eval_sequences_asked"].max())}
 
 
 def workers(mine: pl.DataFrame) -> str | None:

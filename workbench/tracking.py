@@ -25,7 +25,7 @@ KIND = "wb_kind"  # tag: "study" or "trial"
 FINAL_METRICS = ("val_loss", "val_ppl", "unigram_entropy", "tokens_per_s", "mfu", "n_params",
                  "n_params_non_embedding", "train_tokens", "mqar_accuracy", "acp_kept_fraction",
                  "peak_memory_train_mb", "peak_memory_eval_mb", "peak_rss_mb", "gpu_utilization_mean",
-                 "gpu_power_watts_mean", "data_epochs") + SPIKE_KEYS
+                 "gpu_power_watts_mean", "data_epochs", "eval_sequences", "eval_sequences_asked") + SPIKE_KEYS
 
 
 def local_tracking_uri(workdir: Path) -> str:

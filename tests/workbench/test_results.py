@@ -290,3 +290,23 @@ def test_a_ladder_read_by_name_keeps_the_axis_order():
     table = study_table(runs, study_info("ladder", runs, None, tags))
     assert table["row"].to_list() == [f"{v} [{p}]" for v in ("FoX", "T") for p in axis]
     assert table.filter(pl.col("row") == "T [size=M]")["to_run"].item() == 2
+
+
+def test_rows_validated_on_fewer_sequences_than_asked_are_named():
+    """A run validated on fewer held-out sequences than eval.sequences asks (a small corpus): the
+    row records the fewest, and the table's notes name it with how to fix it."""
+    import polars as pl
+
+    from workbench import report
+    from workbench.table import StudyInfo, study_table
+
+    got = {"base": [16, 16], "small": [3, 5]}
+    runs = pl.DataFrame([{"variant": v, "seed": s, "search_point": "", "stopped_early": False, "status": "FINISHED",
+                          "val_ppl": 10.0 + s, "eval_sequences": float(n), "eval_sequences_asked": 16.0}
+                         for v, ns in got.items() for s, n in enumerate(ns)])
+    info = StudyInfo("s", "base", ["base", "small"], seeds=[0, 1], planned=[("base", ""), ("small", "")])
+    table = study_table(runs, info)
+    assert table["eval_sequences"].to_list() == [16, 3] and table["eval_sequences_asked"].to_list() == [16, 16]
+    notes = "\n".join(report.footnotes(table, info, False, False))
+    assert "validated on fewer held-out sequences than eval.sequences asks" in notes and ": small (3 of 16)" in notes
+    assert "base (" not in notes

@@ -50,6 +50,7 @@ def test_loss_falls_with_position_and_is_reported_beyond_the_training_context(ti
     losses = np.array(result["per_position_loss"])
     assert len(losses) == 4 * context  # evaluated at 4x the training length
     assert set(result["eval_lengths"]) == {str(context), str(2 * context), str(4 * context)}
+    assert result["eval_sequences"] == result["eval_sequences_asked"] == result["eval_lengths"][str(context)] == 16
     quarter = context // 4
     assert losses[context - quarter : context].mean() < losses[:quarter].mean()
     assert str(4 * context) in result["ppl_at_length"] and np.isfinite(losses[context:]).all()
@@ -73,6 +74,21 @@ def small_trial(tmp_path, **train):
     path = tmp_path / "trial.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
+
+
+def test_too_few_held_out_documents_are_said(tmp_path):
+    """A corpus so small that the held-out split has fewer documents of context + 1 tokens than
+    eval.sequences asks: the result records both counts and `wb train` says so."""
+    path = small_trial(tmp_path, tokens=4096, warmup_tokens=1024)
+    spec = yaml.safe_load(path.read_text())
+    spec["data"]["max_bytes"], spec["eval"]["sequences"] = 300_000, 500
+    path.write_text(yaml.safe_dump(spec))
+    proc = wb_train(path, tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads((tmp_path / "out" / "result.json").read_text())
+    got = result["eval_lengths"][str(spec["data"]["context"])]
+    assert result["eval_sequences"] == got and result["eval_sequences_asked"] == 500 and 0 < got < 500
+    assert f"note: validated on {got} of the 500 held-out sequences eval.sequences asks" in proc.stdout
 
 
 def curve(out):
