@@ -93,6 +93,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         if not args.resume and (out / layout.CHECKPOINT).exists():
             (out / layout.CHECKPOINT).unlink()
         print(f"trial {trial.spec_hash()}  ->  {out}", file=sys.stderr)
+        note = trial.train.warmup_note(trial.data.context)
+        if note:
+            print(f"note: {note}", file=sys.stderr)
         try:
             if trial.train.workers > 1:
                 from workbench.ray_train import run_workers

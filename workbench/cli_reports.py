@@ -95,7 +95,7 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
     from workbench import results, status, table
     from workbench.info import flops_per_token, param_counts
     from workbench.runner import no_gpu_here, optuna_draws_done, to_run
-    from workbench.study import expand, variant_names
+    from workbench.study import expand, schedule_notes, variant_names
 
     if getattr(args, "base", None) is not None:  # checked before anything is printed
         if args.effect is None:
@@ -132,6 +132,8 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
         flops = flops_per_token(t.spec.model, t.spec.data.context)["train"] * tokens
         print(f"{name:<{width}} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  "
               f"{tokens:>13,}  {flops:>11.3g}  {text}{also}")
+    for note in schedule_notes(trials):
+        print(f"note: {note}")
     if done < len(trials) and getattr(args, "ray_address", None) is None:
         if no_gpu_here(study):  # what runner.check_gpus refuses a local run for
             print(f"note: the study asks resources.gpu={study.resources.gpu} a trial and this machine has no GPU: "

@@ -18,7 +18,7 @@ from workbench import layout, local_ray, progress, rerun
 from workbench.driver import Driver
 from workbench.errors import SpecError
 from workbench.faults import sentence
-from workbench.study import StudySpec, Trial, base_variant, design_tags, expand
+from workbench.study import StudySpec, Trial, base_variant, design_tags, expand, schedule_notes
 from workbench.tracking import Store, create_local_store, local_tracking_uri, open_store
 from workbench.tune_trial import search_point, train_search_trial, train_trial
 
@@ -284,6 +284,8 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
         from_checkpoints = f" ({resuming} from a checkpoint)" if resuming else ""
         _say(f"study {study.name!r}: {progress.count(len(trials), 'trial')}, {len(trials) - len(todo)} already done, {len(todo)} to run"
              f"{from_checkpoints}")
+        for note in schedule_notes(todo):
+            _say(f"note: {note}")
         outcomes = {t.spec_hash: Outcome(t) for t in todo if not t.optuna_samples}
         driver.run = run = StudyRun(trials, done, outcomes)
         if not todo:

@@ -263,6 +263,15 @@ class TrainSpec(Spec):
         """The tokens training runs through at this context: ``tokens`` rounded up to whole steps."""
         return whole_steps(self.tokens, self.step_tokens(context))
 
+    def warmup_note(self, context: int) -> str | None:
+        """Why the schedule would not do what the file seems to ask: a warmup as long as the
+        training itself, so that the learning rate never reaches ``lr``; else None."""
+        trained = self.trained_tokens(context)
+        if self.warmup_tokens < trained:
+            return None
+        return (f"train.warmup_tokens={self.warmup_tokens:,} is at least the {trained:,} tokens it trains: its learning "
+                f"rate never reaches train.lr={self.lr:g}")
+
     def total_steps(self, context: int) -> int:
         """The optimizer steps training takes at this context (the last one whole)."""
         return self.trained_tokens(context) // self.step_tokens(context)

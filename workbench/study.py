@@ -597,6 +597,18 @@ def axis_labels(study: StudySpec) -> list[str]:
     return [Trial("", 0, None, tuple(point)).point_label for point in points]
 
 
+def schedule_notes(trials: list[Trial]) -> list[str]:
+    """A note per variant whose schedule would not do what its file seems to ask (a warmup as long
+    as its training: `TrainSpec.warmup_note`); `wb run` and its dry run print them."""
+    notes = {}
+    for t in trials:
+        note = t.spec.train.warmup_note(t.spec.data.context)
+        label = f"{t.variant} [{t.point_label}]" if t.search_point else t.variant
+        if note and label not in notes:
+            notes[label] = f"{label}: {note}"
+    return list(notes.values())
+
+
 def design_tags(study) -> dict[str, str]:
     """Tags for the study's parent run: what readers without the study file need (the variants
     in order, the seeds, alpha). A list too long for a tag is left out (readers fall back)."""

@@ -271,3 +271,17 @@ def test_the_shipped_studies_expand_to_the_trials_they_always_had():
         trials = expand(validate(StudySpec, yaml.safe_load((root / path).read_text()), path))
         now = {f"{t.variant}{f' [{t.point_label}]' if t.search_point else ''} / seed {t.seed}": t.spec_hash for t in trials}
         assert now == recorded, path
+
+
+def test_a_warmup_as_long_as_the_training_is_noted_per_variant():
+    """A row whose warmup is at least the tokens it trains never reaches its peak lr: one note per
+    variant (not per seed), naming the field, the counts and the lr; the others say nothing."""
+    from workbench.study import schedule_notes
+
+    s = study({"kind": "variants", "variants": [
+        {"name": "short", "set": {"train.tokens": 20480, "train.warmup_tokens": 4096000, "train.lr": 0.003}},
+        {"name": "fine", "set": {"train.tokens": 20480, "train.warmup_tokens": 2048}}]}, seeds=[0, 1])
+    trials = expand(s)
+    trained = trials[0].spec.train.trained_tokens(trials[0].spec.data.context)
+    assert schedule_notes(trials) == [f"short: train.warmup_tokens=4,096,000 is at least the {trained:,} tokens it trains: "
+                                      "its learning rate never reaches train.lr=0.003"]
