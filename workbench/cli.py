@@ -37,15 +37,34 @@ def _check_info_target(target: str) -> None:
     from workbench.paths import did_you_mean
     from workbench.presets import PRESETS
 
+    from components.registry import SLOTS
+
     looks_like_a_path = "/" in target or Path(target).suffix in (".yaml", ".yml", ".json")
     if target not in PRESETS and not Path(target).exists() and not looks_like_a_path:
-        hint = did_you_mean(target, list(PRESETS))
-        raise SpecError(f"{target}: no such file, and not a preset{hint}" + ("" if hint else f" (presets: {', '.join(PRESETS)})"))
+        hint = did_you_mean(target, [*PRESETS, *SLOTS, "components"])
+        raise SpecError(f"{target}: no such file, and not a preset or a slot{hint}" + ("" if hint else (
+            f" (presets: {', '.join(PRESETS)}; slots: {', '.join(SLOTS)}, or components for all)")))
+
+
+def _slot_kinds(names: list[str]) -> int:
+    """`wb info SLOT` (or `components`): each slot's registered kinds and their options with defaults."""
+    from components.registry import kinds, options_class
+
+    for slot in names:
+        print(slot)
+        for kind in kinds(slot):
+            fields = options_class(slot, kind).model_fields
+            options = ", ".join(f"{name}={field.default!r}" for name, field in fields.items() if name != "kind")
+            print(f"  {kind}" + (f"  ({options})" if options else ""))
+    return 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from components.registry import SLOTS
     from workbench.info import flops_per_token, param_breakdown, param_counts
 
+    if args.spec in (*SLOTS, "components"):
+        return _slot_kinds(list(SLOTS) if args.spec == "components" else [args.spec])
     _check_info_target(args.spec)
     if cli_reports.is_study_file(args.spec):
         return cli_reports.cmd_info_study(args)
@@ -218,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action=cli_reports.Version, help="the workbench's version, git commit and source fingerprint")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="parameter counts and FLOPs of a model spec, preset or each variant of a study")
-    p.add_argument("spec", help="a preset name (fox_pro, ...), a YAML model or trial file, or a study file")
+    p.add_argument("spec", help="a preset name (fox_pro, ...), a YAML model or trial file, a study file, or a slot "
+                                "(forget_gate, ...; components: every slot) to list its kinds and their options")
     p.add_argument("--context", type=int,
                    help="context length for FLOPs (tokens; default 2048, for a study its trials' context)")
     p.set_defaults(func=cmd_info)

@@ -27,7 +27,20 @@ def test_info_of_a_bad_file_is_one_clear_error(tmp_path):
     assert missing.returncode == 2 and "no such file" in missing.stderr
     # A bare name is a preset's, misspelt: the nearest one is offered.
     typo = wb("info", "fox_prox")
-    assert typo.returncode == 2 and "fox_prox: no such file, and not a preset; did you mean 'fox_pro'?" in typo.stderr
+    assert typo.returncode == 2 and "fox_prox: no such file, and not a preset or a slot; did you mean 'fox_pro'?" in typo.stderr
+    assert "did you mean 'forget_gate'?" in wb("info", "forget_gat").stderr
+
+
+def test_info_of_a_slot_lists_its_registered_kinds_and_their_options():
+    from components.registry import SLOTS, kinds
+
+    out = wb("info", "forget_gate")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "forget_gate" and [l.split()[0] for l in lines[1:]] == kinds("forget_gate")
+    assert "  data_dependent  (bias_init=0.0, lr_scale=1.0, logit_normalizer=1.0)" in lines
+    every = wb("info", "components")
+    assert every.returncode == 0 and [l for l in every.stdout.splitlines() if not l.startswith(" ")] == list(SLOTS)
 
 
 def test_info_names_the_slots_and_the_pruning_tolerance(tmp_path):
