@@ -91,13 +91,15 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from workbench.errors import read_yaml, validate
+    from workbench.errors import check_file_kind, read_yaml, validate
     from workbench.folder_lock import FolderLock
     from workbench.specs import TrialSpec
     from workbench.train import TrainError
     from workbench.trial import run_trial
 
-    trial = validate(TrialSpec, read_yaml(args.trial), args.trial)
+    data = read_yaml(args.trial)
+    check_file_kind(data, args.trial, "trial")
+    trial = validate(TrialSpec, data, args.trial)
     if args.workers is not None:
         from workbench.ray_train import with_workers
 
@@ -140,10 +142,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _load_study(path: str):
-    from workbench.errors import read_yaml, validate
+    from workbench.errors import check_file_kind, read_yaml, validate
     from workbench.study import StudySpec
 
-    study = validate(StudySpec, read_yaml(path), path)
+    data = read_yaml(path)
+    check_file_kind(data, path, "study")
+    study = validate(StudySpec, data, path)
     study._source = str(path)
     return study
 

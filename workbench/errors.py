@@ -179,6 +179,23 @@ def read_yaml(path: str | Path) -> Any:
 
 M = TypeVar("M", bound=BaseModel)
 
+# The keys that tell a study file from a trial file: `wb run` and `wb train` say which command a
+# file of the other kind belongs to, instead of listing its keys as unknown.
+STUDY_KEYS, TRIAL_KEYS = frozenset({"design", "base", "seeds", "search"}), frozenset({"model", "data", "train", "eval"})
+
+
+def check_file_kind(data: Any, path: str, want: str) -> None:
+    """``want`` "study" or "trial": a file of the other kind is one error naming its command."""
+    if not isinstance(data, dict):
+        return
+    keys = set(data)
+    if want == "study" and keys & TRIAL_KEYS and not keys & STUDY_KEYS:
+        raise SpecError(f"{path}: a trial file (model, data, train, eval), not a study: train it with "
+                        f"`wb train {path} --out DIR`; a study file has name, base, design and seeds")
+    if want == "trial" and keys & STUDY_KEYS and not keys & TRIAL_KEYS:
+        raise SpecError(f"{path}: a study file (base, design, seeds), not a trial: run it with `wb run {path}`; "
+                        "a trial file has model, data, train, eval and seed")
+
 
 def validate(model: type[M], data: Any, source: str = "") -> M:
     try:

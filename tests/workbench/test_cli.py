@@ -183,3 +183,15 @@ def test_results_of_a_study_with_no_trials_say_why(tmp_path):
     elsewhere = wb("results", "quickstart", "--workdir", str(workdir))
     assert elsewhere.returncode == 1
     assert f"error: no trials of study 'quickstart' in {workdir}; its store holds 'other'" in elsewhere.stderr
+
+
+def test_a_file_of_the_other_kind_names_its_command(tmp_path):
+    """A trial file given to `wb run`, or a study file to `wb train`: one error saying which command
+    the file belongs to, not its keys listed as unknown; nothing is written."""
+    trial = wb("run", "studies/trial_tiny.yaml", "--workdir", tmp_path / "w")
+    assert trial.returncode == 2 and "a trial file (model, data, train, eval), not a study: train it with " \
+        "`wb train studies/trial_tiny.yaml --out DIR`" in trial.stderr and "Extra inputs" not in trial.stderr
+    study = wb("train", "studies/quickstart.yaml", "--out", tmp_path / "out")
+    assert study.returncode == 2 and "a study file (base, design, seeds), not a trial: run it with " \
+        "`wb run studies/quickstart.yaml`" in study.stderr and "Extra inputs" not in study.stderr
+    assert not (tmp_path / "w").exists() and not (tmp_path / "out").exists()
