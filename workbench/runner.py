@@ -390,8 +390,13 @@ def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, 
     prior = _prior_draws(store, study, template)
     points = [{p.replace(".", "__"): _param_value(r.data.params[p]) for p in search.space} for r in prior]
     space = {p.replace(".", "__"): d.tune_domain() for p, d in search.space.items()}
-    # A new seed per resumption: the same seed would start by drawing the finished points again.
-    searcher = _on_validations(OptunaSearch)(metric="val_loss", mode="min", seed=search.seed + len(prior),
+    # Draws of the variant's own, as a random search's (study._search_points): seeded by the search
+    # seed and the variant; a new seed per resumption, as the same seed would start by drawing the
+    # finished points again.
+    import numpy as np
+
+    own = int(np.random.default_rng([search.seed, *template.variant.encode()]).integers(2 ** 31))
+    searcher = _on_validations(OptunaSearch)(metric="val_loss", mode="min", seed=own + len(prior),
                             points_to_evaluate=points or None,
                             evaluated_rewards=[r.data.metrics["val_loss"] for r in prior] or None)
     from workbench.study import with_point

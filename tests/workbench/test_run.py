@@ -353,6 +353,9 @@ def test_optuna_search_per_variant_resumes_with_only_the_missing_draws(tmp_path)
         assert [r.info.status for r in mine] == ["FINISHED"] * 3
         assert len({r.data.params["train.lr"] for r in mine}) == 3  # three distinct draws, each once
         assert all(r.data.tags["search_point"].startswith("lr=") for r in mine)
+    # Each variant draws its own points, as a random search does (not the same sequence for every variant).
+    lrs = {v: {r.data.params["train.lr"] for r in runs if r.data.tags["variant"] == v} for v in ("FoX (Pro)", "no gate")}
+    assert not lrs["FoX (Pro)"] & lrs["no gate"], lrs
 
 
 def test_a_study_named_with_a_quote_resumes_and_reports(tmp_path):
