@@ -572,7 +572,9 @@ def _merge_aliases(trials: list[Trial]) -> list[Trial]:
         if first is None:
             merged[t.spec_hash] = t
         elif first.variant == t.variant or t.variant in first.aliases:
-            raise SpecError(f"variant {t.variant!r} gives the same trial twice (spec hash {t.spec_hash}); make each change change something")
+            where = f" at {first.point_label!r} and {t.point_label!r}" if t.search_point and first.point_label != t.point_label else ""
+            raise SpecError(f"variant {t.variant!r} gives the same trial twice{where} (spec hash {t.spec_hash}); make each "
+                            "change change something")
         else:
             merged[t.spec_hash] = Trial(first.variant, first.seed, first.spec, first.search_point,
                                         first.aliases + (t.variant,), first.optuna_samples)

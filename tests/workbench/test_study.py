@@ -93,6 +93,11 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]},
           "search": {"space": {"train.lr": {"choice": [0.01, 0.01]}}, "algorithm": "grid"}},
          "variant 'x' gives the same trial twice"),
+        # Two points of an axis that build one trial are named.
+        ({"name": "s", "base": BASE, "design": {"kind": "scaling", "tokens_per_param": 2, "variants": [{"name": "x", "set": {"seed": 0}}],
+                                                "sizes": [{"name": n, "set": {"model.d_model": d, "model.n_heads": h}}
+                                                          for n, d, h in (("XS", 16, 1), ("S", 32, 2), ("M", 32, 2), ("L", 64, 4))]}},
+         "variant 'x' gives the same trial twice at 'size=S' and 'size=M'"),
         # A search's space: a grid lists its values; a range is written low first; a choice lists one or more.
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x"}]},
           "search": {"space": {"train.lr": {"loguniform": [1e-4, 1e-2]}}, "algorithm": "grid"}},
