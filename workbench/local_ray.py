@@ -2,11 +2,14 @@
 
 Ray 2.60 turns token authentication on for every new local cluster and logs a warning saying
 so each time. The workbench keeps the authentication and drops only that line: it is printed on
-every ``wb run`` and ``wb train`` and tells the user nothing they act on.
+every ``wb run`` and ``wb train`` and tells the user nothing they act on. Off a terminal the
+workers' forwarded lines come without colour codes.
 """
 from __future__ import annotations
 
 import logging
+import os
+import sys
 
 _NOTICE = "Token authentication is enabled for this Ray cluster"
 
@@ -20,6 +23,10 @@ def start(address: str = "local", *, log_to_driver: bool) -> None:
     recorded by an earlier ``ray start``), without Ray's dashboard or its logging setup."""
     import ray
 
+    if log_to_driver and not (sys.stderr.isatty() and sys.stdout.isatty()):
+        # The workers' lines come with colour codes around their "(actor pid=...)" prefix: not in a
+        # log file or a pipe.
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
     auth_log.addFilter(_not_the_auth_notice)
     try:
