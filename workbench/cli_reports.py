@@ -162,7 +162,7 @@ def confirm_lines(study, store, runs: list, searched: bool) -> None:
     """The confirmation stage of a tune-then-confirm study: its trials once the search has
     finished (each variant's chosen point, workbench/confirm.py), else what it will be."""
     from workbench import status
-    from workbench.confirm import choose, confirmation_trials
+    from workbench.confirm import choose, confirmation_trials, edge_note
 
     confirm = study.search.confirm
     choices = choose(study, runs) if searched else {}
@@ -179,6 +179,10 @@ def confirm_lines(study, store, runs: list, searched: bool) -> None:
         s = states.get(t.spec_hash)
         text = "to run" if s is None else "done" if s.state == "finished" else s.state
         print(f"  {t.variant} [{t.point_label}]  seed {t.seed}  {t.spec_hash}  {text}")
+    for c in choices.values():
+        edge = edge_note(study, c)
+        if edge:
+            print(f"note: {c.variant}: {edge}")
 
 
 def plan_seeds(study, workdir, args: argparse.Namespace) -> None:

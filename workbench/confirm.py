@@ -36,6 +36,19 @@ class Choice:
     n_seeds: int
 
 
+def edge_note(study: StudySpec, choice: Choice) -> str:
+    """Where a chosen value is the smallest or largest of three or more numbers a field searched
+    (a `choice` list): the best may lie beyond the values tried. Else ""."""
+    notes = []
+    for path, value in choice.point:
+        d = study.search.space.get(path)
+        values = [v for v in (d.choice or []) if isinstance(v, (int, float)) and not isinstance(v, bool)] if d else []
+        if len(values) >= 3 and value in (min(values), max(values)):
+            side = "largest" if value == max(values) else "smallest"
+            notes.append(f"{path.split('.')[-1]}={value:g} is the {side} value searched: the best may lie beyond it")
+    return "; ".join(notes)
+
+
 def search_stage(study: StudySpec) -> StudySpec:
     """The study without its confirmation: the search alone."""
     return study.model_copy(update={"search": study.search.model_copy(update={"confirm": None})})
@@ -118,7 +131,9 @@ def run_confirmed(study: StudySpec, workdir: Path, run_study, **kw):
                         f"{study.search.confirm.metric!r}; nothing to confirm")
     store.describe_study(store.study_parent(study.name), choice_tags(study, choices))
     for c in choices.values():
-        print(f"confirm  {c.variant}: {c.label}  ({study.search.confirm.metric} {c.mean:.4f} over {progress.count(c.n_seeds, 'seed')})", flush=True)
+        edge = edge_note(study, c)
+        print(f"confirm  {c.variant}: {c.label}  ({study.search.confirm.metric} {c.mean:.4f} over {progress.count(c.n_seeds, 'seed')})"
+              + (f"  note: {edge}" if edge else ""), flush=True)
     kw["rerun_selectors"] = None  # a rerun redoes search trials; the confirmation follows from them
     second = run_study(study.model_copy(update={"search": None}), workdir, trials=confirmation_trials(study, choices), **kw)
     # Counted once: a confirmation trial that is a search trial is one trial, and what the first

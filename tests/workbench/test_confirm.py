@@ -192,6 +192,11 @@ def test_a_search_confirms_its_best_finished_point(tmp_path, search, stops):
         assert f"{search['num_samples']} of {search['num_samples']} optuna draws finished" in dry.stdout
     if stops:
         assert "done (stopped early by ASHA)" in dry.stdout
+    if search["algorithm"] == "grid":  # a choice at the end of the values searched is noted
+        values, lr = search["space"]["train.lr"]["choice"], choice["values"]["train.lr"]
+        edge = lr in (min(values), max(values))
+        assert (f"lr={lr:g} is the {'largest' if lr == max(values) else 'smallest'} value searched" in proc.stdout) == edge
+        assert (f"note: FoX (Pro): lr={lr:g} is the" in dry.stdout) == edge
 
 
 RANDOM_ASHA = {"algorithm": "random", "num_samples": 3, "space": {"train.lr": {"loguniform": [0.0001, 0.03]}},
@@ -273,3 +278,22 @@ def test_a_search_point_that_diverges_is_left_out_of_the_choice_not_waited_for(t
     trials, parent = store(workdir)
     assert sorted(r.info.status for r in trials) == ["FAILED", "FINISHED"]
     assert json.loads(parent.data.tags["confirm_choice"])["FoX (Pro)"]["values"] == {"train.lr": 0.003}
+
+
+def test_a_choice_at_the_end_of_three_or_more_values_is_noted(tmp_path):
+    """A chosen value that is the smallest or largest of three or more searched: the best may lie
+    beyond; inside the values, or a field of two values (always at an end), nothing is said."""
+    from workbench.confirm import Choice, edge_note
+    from workbench.errors import validate
+    from workbench.study import StudySpec
+
+    path = write_study(tmp_path, search={"algorithm": "grid", "confirm": {"seeds": [1]}, "space": {
+        "train.lr": {"choice": [0.001, 0.004, 0.002]}, "train.batch_size": {"choice": [8, 16]}}})
+    study = validate(StudySpec, yaml.safe_load(path.read_text()))
+
+    def note(lr, batch=8):
+        return edge_note(study, Choice("v", (("train.lr", lr), ("train.batch_size", batch)), "", 3.0, 1))
+
+    assert note(0.004) == "lr=0.004 is the largest value searched: the best may lie beyond it"
+    assert note(0.001) == "lr=0.001 is the smallest value searched: the best may lie beyond it"
+    assert note(0.002) == "" and note(0.002, 16) == ""
