@@ -224,7 +224,7 @@ def check_study(study, trials, ray_address: str | None) -> None:
         cluster, where = ray.cluster_resources(), "the Ray cluster has"
     if any(t.spec.train.workers == 1 for t in trials):
         for name, asked, have in (("cpu", res.cpu, cluster.get("CPU", 0.0)), ("gpu", res.gpu, cluster.get("GPU", 0.0))):
-            if asked > have:
+            if asked > have and not (name == "gpu" and have == 0):  # no GPU at all: runner.check_gpus says so
                 raise SpecError(f"resources.{name}={asked:g}: a trial asks {asked:g} {name.upper()}s and {where} "
                                 f"{have:g}, so it would never start. Lower resources.{name}")
     many = [t for t in trials if t.spec.train.workers > 1]

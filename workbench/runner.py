@@ -260,8 +260,8 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
         ray.init(address=ray_address, log_to_driver=False, configure_logging=False)
     from workbench.ray_train import check_study
 
-    check_gpus(study, ray_address)  # no GPU at all: its own advice, before the sizes are compared
     check_study(study, trials, ray_address)
+    check_gpus(study, ray_address)
     workdir.mkdir(parents=True, exist_ok=True)
     if tracking_uri is None:
         create_local_store(workdir)
