@@ -93,7 +93,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from workbench.errors import check_file_kind, read_yaml, validate
     from workbench.folder_lock import FolderLock
-    from workbench.specs import TrialSpec
+    from workbench.specs import FEWER_SEQUENCES, TrialSpec
     from workbench.train import TrainError
     from workbench.trial import run_trial
 
@@ -135,8 +135,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"  P({length}) = {ppl:.3f}")
     if result.get("eval_sequences", 0) < result.get("eval_sequences_asked", 0):
         print(f"note: validated on {result['eval_sequences']} of the {result['eval_sequences_asked']} held-out sequences "
-              "eval.sequences asks: the held-out split has too few documents of context + 1 tokens; raise "
-              "data.max_bytes or lower eval.sequences")
+              f"eval.sequences asks: {FEWER_SEQUENCES}")
     print(f"wrote {out / 'result.json'}")
     return 0
 

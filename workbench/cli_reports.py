@@ -116,7 +116,7 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
         parts.append(f"{drawn} of {sum(t.optuna_samples for t in optuna)} optuna draws finished")
     parts = ", ".join(p for p in parts if p)
     print(f"study {study.name!r}: {progress.count(len(trials), 'trial')}, {done} done" + (f" ({parts})" if parts else ""))
-    names = [f"{t.variant} [{t.point_label}]" if t.search_point else t.variant for t in trials]
+    names = [t.row for t in trials]
     width = max(len("variant"), *map(len, names))
     print(f"{'variant':<{width}} {'seed':>4}  {'spec hash':<16}  {'params':>12}  {'tokens':>13}  {'train FLOPs':>11}  status")
     for t, name in zip(trials, names):

@@ -79,7 +79,7 @@ def grid_effects(runs: pl.DataFrame, axes: list, metric: str) -> list[dict]:
                 mine = values.get(_grid_name([(first, a), *cell]), {})
                 base = values.get(_grid_name([(first, first_values[0]), *cell]), {})
                 p = stats.paired(mine, base)
-                means = [sum(v.values()) / len(v) if v else None for v in (mine, base)]
+                means = [stats.mean_ci(v.values()).mean for v in (mine, base)]
                 entry["points"].append({"point": f"{path.split('.')[-1]}={b}", "n": p.n, "paired_delta": p.delta,
                                         "paired_sd": p.sd, "paired_ci95": p.half_width, "p_value": p.p,
                                         "delta": None if None in means else means[0] - means[1]})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from workbench import stats
+from workbench.specs import FEWER_SEQUENCES
 from workbench.table import BEST_POINT, SAME_POINT, STANDARD_KINDS, StudyInfo
 
 SPIKES = ("spikes: of a row's finished runs, those with a gradient-norm spike (a run of steps after warmup above "
@@ -110,8 +111,8 @@ def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, ch
     short = [f"{r['row']} ({r['eval_sequences']} of {r['eval_sequences_asked']})" for r in rows
              if r["eval_sequences"] is not None and r["eval_sequences"] < r["eval_sequences_asked"]]
     if short:
-        notes.append("validated on fewer held-out sequences than eval.sequences asks (the held-out split has too few "
-                     "documents of context + 1 tokens; raise data.max_bytes or lower eval.sequences): " + ", ".join(short))
+        notes.append(f"validated on fewer held-out sequences than eval.sequences asks ({FEWER_SEQUENCES}): "
+                     + ", ".join(short))
     if any(r["kinds"] for r in rows):
         notes.append("kinds: slots whose kind is not the one the paper's presets use ("
                      + ", ".join(f"{s}={k}" for s, k in STANDARD_KINDS.items()) + ")")

@@ -184,8 +184,7 @@ def _say(line: str) -> None:
 
 def trial_label(trial: Trial) -> str:
     """The full name of a trial: variant, searched values, seed."""
-    point = f" [{trial.point_label}]" if trial.search_point else ""
-    return f"{trial.variant}{point} / seed {trial.seed}"
+    return f"{trial.row} / seed {trial.seed}"
 
 
 def no_gpu_here(study: StudySpec) -> bool:

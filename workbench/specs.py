@@ -293,6 +293,12 @@ class NeedleEval(Spec):
     trials: PositiveInt = 4
 
 
+# Why a run validated on fewer held-out sequences than ``sequences`` asks, and the fix: `wb train`
+# and the study table's notes say it.
+FEWER_SEQUENCES = ("the held-out split has too few documents of context + 1 tokens; raise data.max_bytes or "
+                   "lower eval.sequences")
+
+
 class EvalSpec(Spec):
     """``length_multiples`` evaluate L(i) at multiples of the training context (1 = in-context;
     2 and 4 = length extrapolation); ``sequences`` held-out sequences per length."""

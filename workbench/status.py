@@ -36,22 +36,25 @@ def _resolve(runs: list):
         (r for r in runs if r.info.status == "RUNNING"), None) or runs[-1]
 
 
-def final_statuses(runs: list) -> dict[str, str]:
-    """spec_hash -> the MLflow status of the run that says its state (FINISHED, FAILED, ...): each
-    trial once, however many attempts and rows it has."""
+def _by_hash(runs: list) -> dict[str, list]:
+    """spec_hash -> its runs (a trial's attempts)."""
     by_hash: dict[str, list] = {}
     for r in runs:
         by_hash.setdefault(r.data.tags["spec_hash"], []).append(r)
-    return {h: _resolve(rs).info.status for h, rs in by_hash.items()}
+    return by_hash
+
+
+def final_statuses(runs: list) -> dict[str, str]:
+    """spec_hash -> the MLflow status of the run that says its state (FINISHED, FAILED, ...): each
+    trial once, however many attempts and rows it has."""
+    return {h: _resolve(rs).info.status for h, rs in _by_hash(runs).items()}
 
 
 def trial_states(store: Store, runs: list, planned: list | None = None, now: float | None = None) -> list[TrialState]:
     """One state per trial: the ``planned`` ones (study.Trial, in the study's order) first, then
     any tracked spec hash the plan does not hold (an adaptive search's draws, say)."""
     now = time.time() if now is None else now
-    by_hash: dict[str, list] = {}
-    for r in runs:
-        by_hash.setdefault(r.data.tags["spec_hash"], []).append(r)
+    by_hash = _by_hash(runs)
     out, seen = [], set()
     for t in planned or []:
         if t.optuna_samples:
@@ -60,8 +63,7 @@ def trial_states(store: Store, runs: list, planned: list | None = None, now: flo
         if t.spec_hash in by_hash:
             out.append(run_state(store, _resolve(by_hash[t.spec_hash]), now))
         else:
-            point = f" [{t.point_label}]" if t.search_point else ""
-            out.append(TrialState(f"{t.variant}{point} / seed {t.seed}", t.spec_hash, "to run"))
+            out.append(TrialState(f"{t.row} / seed {t.seed}", t.spec_hash, "to run"))
     extra = sorted((h for h in by_hash if h not in seen), key=lambda h: min(r.info.start_time or 0 for r in by_hash[h]))
     return out + [run_state(store, _resolve(by_hash[h]), now) for h in extra]
 

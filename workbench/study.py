@@ -355,6 +355,11 @@ class Trial:
         return ", ".join(f"{p.split('.')[-1]}={v:.4g}" if isinstance(v, float) else f"{p.split('.')[-1]}={v}"
                          for p, v in self.search_point)
 
+    @property
+    def row(self) -> str:
+        """The table row it belongs to: the variant, with its searched values where it has some."""
+        return f"{self.variant} [{self.point_label}]" if self.search_point else self.variant
+
 
 def _variants(study: StudySpec) -> list[tuple[str, str, list[tuple[str, Any, str]]]]:
     """(name, where in the file, edits) for every variant of the design; each edit (path, value,
@@ -605,9 +610,8 @@ def schedule_notes(trials: list[Trial]) -> list[str]:
     notes = {}
     for t in trials:
         note = t.spec.train.warmup_note(t.spec.data.context)
-        label = f"{t.variant} [{t.point_label}]" if t.search_point else t.variant
-        if note and label not in notes:
-            notes[label] = f"{label}: {note}"
+        if note and t.row not in notes:
+            notes[t.row] = f"{t.row}: {note}"
     return list(notes.values())
 
 

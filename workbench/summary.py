@@ -23,8 +23,7 @@ def report(study, run, command: str) -> int:
     for o in ran:
         detail = f"val_ppl {o.val_ppl:.3f}" if o.val_ppl else o.reason.strip().splitlines()[-1][:200] if o.reason else \
             "not started" if o.status == "PENDING" else ""
-        point = f" [{o.trial.point_label}]" if o.trial.search_point else ""
-        print(f"  {o.status:<9} {o.trial.variant}{point} / seed {o.trial.seed}  {detail}")
+        print(f"  {o.status:<9} {o.trial.row} / seed {o.trial.seed}  {detail}")
     failures = [o for o in ran if o.status == "FAILED"]
     if failures:
         print(f"{counted(len(failures), 'trial')} failed: " + "; ".join(f"{o.trial.variant} / seed {o.trial.seed}" for o in failures))

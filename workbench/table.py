@@ -141,9 +141,12 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
         # "to run": a search's as tagged, else one row per variant of a design without an axis, or
         # per variant and point of its axis (scaling, crossed: the axis is tagged in its order).
         searched = "search_point" in runs.columns and (runs["search_point"].fill_null("") != "").any()
-        planned = list(row_order) if row_order else [(v, "") for v in order] \
-            if kind in _ONE_ROW_A_VARIANT and not searched else [(v, a) for v in order for a in axis] \
-            if kind in ("scaling", "crossed") else []
+        if row_order:
+            planned = list(row_order)
+        elif kind in _ONE_ROW_A_VARIANT and not searched:
+            planned = [(v, "") for v in order]
+        elif kind in ("scaling", "crossed"):
+            planned = [(v, a) for v in order for a in axis]
     if confirm_seeds:  # each variant's (a crossed design: each cell's) confirmation row first
         planned = [(v, a) for v in order for a in (axis if kind == "crossed" else [""])] + planned
     return StudyInfo(name, base, order, seeds, alpha, planned, source, confirm_seeds, choice, kind,
