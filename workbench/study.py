@@ -46,6 +46,13 @@ class Change(Spec):
         return data
 
 
+class Row(Change):
+    """A variant of a design that applies it at several points (a crossed design's axis, a scaling
+    ladder's sizes): its edits, none for the base trial itself."""
+
+    set: dict[str, Any] = {}
+
+
 class GridDesign(Spec):
     kind: Literal["grid"]
     axes: dict[str, list[Any]] = Field(min_length=1)
@@ -76,14 +83,13 @@ def _check_compare_to(compare_to: str | None, variants: list[Change]) -> None:
         raise ValueError(f"compare_to: {compare_to!r} is not a variant; the variants are {names}")
 
 
-class Variant(Change):
+class Variant(Row):
     """A variants design's row: a named set of edits (none: the base trial itself), on the study's
     ``seeds`` unless it names its own (the seeds a power analysis asks for this row: ``wb run
     --dry-run --effect``). ``test`` is how it is compared: ``paired`` by seed (the default), or
     ``welch``: unpaired, over all the seeds of each row, for a row whose own spread swamps what the
     pairing cancels (it may then run seeds the base does not; docs/statistics.md)."""
 
-    set: dict[str, Any] = {}
     seeds: Seeds | None = None
     test: Literal["paired", "welch"] = "paired"
 
@@ -116,7 +122,7 @@ class ScalingDesign(Spec):
 
     kind: Literal["scaling"]
     sizes: list[Change]
-    variants: list[Change] = Field(min_length=1)
+    variants: list[Row] = Field(min_length=1)
     tokens_per_param: PositiveFloat | list[PositiveFloat] | None = None
     compare_to: str | None = None
     extrapolate_to: str | PositiveFloat | None = None
@@ -166,7 +172,7 @@ class CrossedDesign(Spec):
     compares the variants at each point, and the effect is read as a function of the axis."""
 
     kind: Literal["crossed"]
-    variants: list[Change] = Field(min_length=1)
+    variants: list[Row] = Field(min_length=1)
     axis: str = Field(min_length=1, pattern=r"^[^=,\[\]]+$")  # its name, e.g. "context"
     points: list[Change] = Field(min_length=2)
     compare_to: str | None = None
@@ -466,7 +472,21 @@ def expand(study: StudySpec) -> list[Trial]:
         raise
 
 
+# A trial's seed comes from the study's seeds (or a variants design's row's own), never from an edit.
+_SEED_ELSEWHERE = ("a study runs every row on its `seeds:` list (top level; a variants design's row may "
+                   "name its own `seeds:` beside its `set:`), which would overwrite a seed written here")
+
+
+def _no_seed_edit(study: StudySpec) -> None:
+    if "seed" in study.base:
+        raise SpecError(f"base.seed: {_SEED_ELSEWHERE}; write `seeds: [{study.base['seed']}]` instead")
+    if study.search is not None and "seed" in study.search.space:
+        raise SpecError(f"search.space.seed: {_SEED_ELSEWHERE}; seeds are not searched (search.seed seeds "
+                        "the draws; search.confirm.seeds are the confirmation's)")
+
+
 def _expand(study: StudySpec) -> list[Trial]:
+    _no_seed_edit(study)
     try:
         base = TrialSpec.model_validate(study.base).model_dump(mode="json")
     except ValidationError as e:
@@ -481,6 +501,10 @@ def _expand(study: StudySpec) -> list[Trial]:
         names.add(name)
         for point, point_edits in _points(study, name):
             all_edits = edits + point_edits
+            for path, _, written in all_edits:
+                if path == "seed":
+                    at_seed = written if written.endswith(".seed") else f"{written}.seed"
+                    raise SpecError(f"{at_seed} ({name}): {_SEED_ELSEWHERE}")
             at = Trial(name, 0, None, tuple(point)).point_label
             row = f"row {name} [{at}]" if at else f"row {name}"
             data = base

@@ -38,7 +38,7 @@ def test_cumulative_applies_changes_one_after_another():
 def test_grid_is_the_cartesian_product_and_variants_are_explicit():
     grid = expand(study({"kind": "grid", "axes": {"train.lr": [1e-3, 2e-3], "model.d_model": [32, 64]}}))
     assert len(grid) == 4 and grid[0].variant == "lr=0.001, d_model=32"
-    named = expand(study({"kind": "variants", "variants": [{"name": "a", "set": {"seed": 0}}, {"name": "b", "set": {"train.lr": 0.01}}]}))
+    named = expand(study({"kind": "variants", "variants": [{"name": "a", "set": {}}, {"name": "b", "set": {"train.lr": 0.01}}]}))
     assert [t.variant for t in named] == ["a", "b"]
 
 
@@ -79,7 +79,7 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "base_name": "FoX", "changes": [
             {"name": "FoX", "set": {"train.lr": 0.01}}]}},
          "design.changes[0]: variant name 'FoX' is used twice (the base row's name, base_name: 'FoX')"),
-        ({"name": "s", "base": BASE, "design": {"kind": "crossed", "axis": "context", "variants": [{"name": "x", "set": {"seed": 0}}],
+        ({"name": "s", "base": BASE, "design": {"kind": "crossed", "axis": "context", "variants": [{"name": "x", "set": {}}],
                                                 "points": [{"name": "64", "set": {"data.context": 64}},
                                                            {"name": "64", "set": {"data.context": 128}}]}},
          "design.points: names must be unique (a row is named by its variant and point), got ['64', '64']"),
@@ -90,11 +90,11 @@ def test_search_draws_per_variant_and_is_reproducible():
          "design.steps[1].set (row b): 1 problem"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "set": {"model.attention.qk_norm": "bogus"}}]}},
          "model.attention.qk_norm: unknown kind 'bogus'; registered kinds: none, rmsnorm"),
-        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]},
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {}}]},
           "search": {"space": {"train.lr": {"choice": [0.01, 0.01]}}, "algorithm": "grid"}},
          "variant 'x' gives the same trial twice"),
         # Two points of an axis that build one trial are named.
-        ({"name": "s", "base": BASE, "design": {"kind": "scaling", "tokens_per_param": 2, "variants": [{"name": "x", "set": {"seed": 0}}],
+        ({"name": "s", "base": BASE, "design": {"kind": "scaling", "tokens_per_param": 2, "variants": [{"name": "x", "set": {}}],
                                                 "sizes": [{"name": n, "set": {"model.d_model": d, "model.n_heads": h}}
                                                           for n, d, h in (("XS", 16, 1), ("S", 32, 2), ("M", 32, 2), ("L", 64, 4))]}},
          "variant 'x' gives the same trial twice at 'size=S' and 'size=M'"),
@@ -108,26 +108,26 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x"}]},
           "search": {"space": {"train.lr": {"choice": []}}}},
          "search.space.train.lr.choice: List should have at least 1 item"),
-        ({"name": "s", "base": BASE, "design": {"kind": "variants", "compare_to": "y", "variants": [{"name": "x", "set": {"seed": 0}}]}},
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "compare_to": "y", "variants": [{"name": "x", "set": {}}]}},
          "design.compare_to: 'y' is not a variant; the variants are ['x']"),
         # A section's validator names the field it refuses: that field is the location, as written in the file.
         ({"name": "s", "base": {**BASE, "data": {**BASE.get("data", {}), "kind": "text", "paths": ["x.txt"], "sources": "stdlib+packages"}},
-          "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]}},
+          "design": {"kind": "variants", "variants": [{"name": "x", "set": {}}]}},
          "data.sources: only the 'builtin' corpus takes sources"),
-        ({"name": "s", "base": BASE, "design": {"kind": "crossed", "axis": "c", "variants": [{"name": "x", "set": {"seed": 0}}],
+        ({"name": "s", "base": BASE, "design": {"kind": "crossed", "axis": "c", "variants": [{"name": "x", "set": {}}],
                                                 "points": [{"name": "a", "set": {"data.context": 32}}, {"name": "b", "set": {"data.context": 64}}]},
           "search": {"space": {"train.lr": {"choice": [0.01, 0.02]}}, "algorithm": "optuna"}},
          "search.algorithm: a crossed design searches each cell"),
-        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [0, 1], "set": {"seed": 0}}]},
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [0, 1], "set": {}}]},
           "search": {"space": {"train.lr": {"choice": [0.01, 0.02]}}, "algorithm": "grid"}},
          "design.variants[0].seeds (x): a variant's own seeds are for a study without a search"),
-        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [], "set": {"seed": 0}}]}},
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [], "set": {}}]}},
          "design.variants[0].seeds (x): no seeds listed: list one or more, or leave `seeds` out to run the study's"),
         ({"name": "s", "base": BASE, "seeds": [], "design": {"kind": "variants", "variants": [{"name": "x"}]}},
          "seeds: no seeds listed: list one or more (got [])"),
-        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "seeds": [0], "set": {"seed": 0}}]}},
+        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "seeds": [0], "set": {}}]}},
          "design.changes[0].seeds (x): a row runs seeds of its own only in a variants design (design.kind: variants"),
-        ({"name": "s", "base": BASE, "design": {"kind": "cumulative", "steps": [{"name": "x", "seeds": [0], "set": {"seed": 0}}]}},
+        ({"name": "s", "base": BASE, "design": {"kind": "cumulative", "steps": [{"name": "x", "seeds": [0], "set": {}}]}},
          "design.steps[0].seeds (x): a row runs seeds of its own only in a variants design"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [0, 1, 1]}]}},
          "design.variants[0].seeds (x): seed 1 is listed twice"),
@@ -148,7 +148,7 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "variants": [
             {"name": "FoX (Pro)"}, {"name": "b (lr)", "seeds": [3], "set": {"train.lr": 0.01}}]}},
          "design.variants[1].seeds (b (lr)): seeds [3] are not among those of the base row 'FoX (Pro)'"),
-        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "test": "welch", "set": {"seed": 0}}]}},
+        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "test": "welch", "set": {}}]}},
          "design.changes[0].test (x): a row picks its test only in a variants design (design.kind: variants"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "test": "unpaired"}]}},
          "design.variants[0].test (x): Input should be 'paired' or 'welch'"),
@@ -164,7 +164,17 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [
             {"name": "a", "test": "welch", "seeds": [0, 1]}, {"name": "b", "seeds": [4], "set": {"train.lr": 0.01}}]}},
          "design.variants[1].seeds (b): [4]: Welch's test (`test: welch`) compares 'b' with the base 'a'"),
-        ({"name": "both ' and \"", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {"seed": 0}}]}},
+        # A seed comes from `seeds:` only: written anywhere else the expansion would overwrite it.
+        ({"name": "s", "base": {**BASE, "seed": 3}, "design": {"kind": "variants", "variants": [{"name": "x"}]}},
+         "base.seed: a study runs every row on its `seeds:` list"),
+        ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "set": {"seed": 1}}]}},
+         "design.changes[0].set.seed (x): a study runs every row on its `seeds:` list"),
+        ({"name": "s", "base": BASE, "design": {"kind": "grid", "axes": {"seed": [0, 1]}}},
+         "design.axes.seed (seed=0): a study runs every row on its `seeds:` list"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x"}]},
+          "search": {"space": {"seed": {"choice": [0, 1]}}, "algorithm": "grid"}},
+         "search.space.seed: a study runs every row on its `seeds:` list"),
+        ({"name": "both ' and \"", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "set": {}}]}},
          "name: a name may contain ' or \" but not both"),
     ],
 )
@@ -192,7 +202,7 @@ def test_a_variant_runs_on_its_own_seeds_and_the_rest_on_the_studys():
     tags = design_tags(spec)
     assert json.loads(tags["seeds"]) == [0, 1, 2]
     assert json.loads(tags["variant_seeds"]) == {"far": [0, 1], "base": [0, 1, 2, 3, 4]}
-    assert "variant_seeds" not in design_tags(study({"kind": "variants", "variants": [{"name": "a", "seeds": [0], "set": {"seed": 0}}]}))
+    assert "variant_seeds" not in design_tags(study({"kind": "variants", "variants": [{"name": "a", "seeds": [0], "set": {}}]}))
 
 
 def test_a_row_compared_unpaired_runs_seeds_the_base_does_not():
@@ -290,3 +300,15 @@ def test_a_warmup_as_long_as_the_training_is_noted_per_variant():
     trained = trials[0].spec.train.trained_tokens(trials[0].spec.data.context)
     assert schedule_notes(trials) == [f"short: train.warmup_tokens=4,096,000 is at least the {trained:,} tokens it trains: "
                                       "its learning rate never reaches train.lr=0.003"]
+
+
+def test_a_crossed_variant_without_edits_is_the_base_at_every_point():
+    """The base row of a crossed design needs no stand-in edit (a `seed:` once served, overwritten)."""
+    trials = expand(study({"kind": "crossed", "axis": "context", "variants": [
+        {"name": "FoX"}, {"name": "FoX lr 0.01", "set": {"train.lr": 0.01}}],
+        "points": [{"name": "32", "set": {"data.context": 32}}, {"name": "64", "set": {"data.context": 64}}]},
+        seeds=[0, 1]))
+    base = [t for t in trials if t.variant == "FoX"]
+    plain = validate(StudySpec, {"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "FoX"}]}})
+    assert [(t.spec.data.context, t.seed) for t in base] == [(32, 0), (32, 1), (64, 0), (64, 1)]
+    assert base[0].spec_hash == expand(plain)[0].spec_hash  # the base trial itself at its own context
