@@ -104,7 +104,8 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
     trials = expand(study)
     store = results.read_store(workdir, study.name, study.experiment, args.tracking_uri)
     runs = results.all_runs(store, study.name) if store is not None else []
-    states = {s.spec_hash: s for s in status.trial_states(store, runs, trials)}
+    gone = status.no_driver(store, study.name)
+    states = {s.spec_hash: s for s in status.trial_states(store, runs, trials, no_driver=gone)}
     # Done as `wb run` counts it (a trial ASHA stopped early is done; an Optuna search once it has
     # its draws); the states in brackets are this stage's trials', not the confirmation's.
     todo = trials if store is None else to_run(store, study, trials, store.finished_trials(study.name))
@@ -123,7 +124,7 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
         s = states.get(t.spec_hash)
         text = "done" if s is None or s.state == "finished" else \
             "done (stopped early by ASHA)" if s.state == "stopped" else s.state
-        if s is not None and s.state in ("running", "failed", "killed") and s.detail:
+        if s is not None and s.state in ("running", "stalled", "failed", "killed") and s.detail:
             text += f": {s.detail}"
         if t.optuna_samples:
             text = f"optuna search of {t.optuna_samples} draws"
@@ -174,7 +175,8 @@ def confirm_lines(study, store, runs: list, searched: bool) -> None:
     print(f"then the confirmation, at each {'cell' if study.design.kind == 'crossed' else 'variant'}'s best search point "
           f"by {confirm.metric}:")
     trials = confirmation_trials(study, choices)
-    states = {s.spec_hash: s for s in status.trial_states(store, runs, trials)}
+    gone = status.no_driver(store, study.name)
+    states = {s.spec_hash: s for s in status.trial_states(store, runs, trials, no_driver=gone)}
     for t in trials:
         s = states.get(t.spec_hash)
         text = "to run" if s is None else "done" if s.state == "finished" else s.state
@@ -215,13 +217,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         if store is None and study is None:
             raise SpecError(f"study {name!r}: not in {args.tracking_uri or workdir}")
         runs = results.all_runs(store, name) if store is not None else []
-        print("\n".join(status.lines(name, status.trial_states(store, runs, expand(study) if study else None))))
+        states = status.trial_states(store, runs, expand(study) if study else None, no_driver=status.no_driver(store, name))
+        print("\n".join(status.lines(name, states)))
         return 0
     uri = args.tracking_uri or local_tracking_uri(workdir)
     found = results.studies(uri)
     for name, experiment in found:
         store = results.read_store(workdir, name, experiment, args.tracking_uri)
-        print("\n".join(status.lines(name, status.trial_states(store, results.all_runs(store, name)))))
+        states = status.trial_states(store, results.all_runs(store, name), no_driver=status.no_driver(store, name))
+        print("\n".join(status.lines(name, states)))
     if not found:
         print(f"no studies in {args.tracking_uri or workdir}")
     return 0

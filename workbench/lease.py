@@ -67,6 +67,26 @@ def describe(lease: dict, now: float | None = None) -> str:
     return f"host {lease.get('host')!r}, pid {lease.get('pid')} (last heartbeat {age:.0f} s ago)"
 
 
+def _gone_here(lease: dict) -> bool:
+    """The lease's driver ran on this machine (host and process space) and its process is gone."""
+    space = process_space()
+    here = lease.get("host") == socket.gethostname() and space and lease.get("space") == space
+    return bool(here and not _alive(int(lease.get("pid", 0))))
+
+
+def no_driver(lease: dict | None, now: float | None = None) -> str | None:
+    """Why no driver is running the study (None: its lease's holder looks alive): no lease (the
+    last driver gave it up), a driver of this machine whose process is gone, or a heartbeat older
+    than STALE_S (a driver killed, or a machine lost, elsewhere)."""
+    if lease is None:
+        return "no driver holds the study"
+    if _gone_here(lease):
+        return f"its driver's process is gone ({describe(lease, now)})"
+    if (now or time.time()) - float(lease.get("heartbeat", 0)) >= STALE_S:
+        return f"its driver sends no heartbeats ({describe(lease, now)})"
+    return None
+
+
 class Lease:
     def __init__(self, client, run_id: str, study: str, lock=None):
         """``lock``: held around each heartbeat, shared with the process's other writers of the
@@ -88,8 +108,7 @@ class Lease:
         held = read(self.client, self.run_id)
         if held is not None:
             age = time.time() - float(held.get("heartbeat", 0))
-            here = held.get("host") == self.host and self.space and held.get("space") == self.space
-            gone = here and not _alive(int(held.get("pid", 0)))
+            gone = _gone_here(held)
             if not gone and age < STALE_S:
                 if take_over:
                     raise LeaseHeld(f"study {self.study!r} is being run by another driver: {describe(held)}; --take-over "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from workbench import lease
 from workbench.progress import count, eta_s, format_seconds
 from workbench.tracking import Store
 
@@ -22,6 +23,13 @@ class TrialState:
     state: str  # finished, stopped, running, failed, killed, to run
     detail: str = ""  # finished: val_ppl; running: tokens, loss, ETA; failed, killed: the reason
     gpu: str = ""  # the flag of a GPU under GPU_BUSY_BELOW % busy, else ""
+
+
+def no_driver(store: Store | None, study: str, now: float | None = None) -> str | None:
+    """Why no driver runs ``study`` (lease.no_driver of its parent run's lease), or None: one does,
+    or the study has no parent run (nothing ran)."""
+    parent = store.study_parent(study) if store is not None else None
+    return None if parent is None else lease.no_driver(lease.read(store.client, parent), now)
 
 
 def _label(tags: dict) -> str:
@@ -50,9 +58,11 @@ def final_statuses(runs: list) -> dict[str, str]:
     return {h: _resolve(rs).info.status for h, rs in _by_hash(runs).items()}
 
 
-def trial_states(store: Store, runs: list, planned: list | None = None, now: float | None = None) -> list[TrialState]:
+def trial_states(store: Store, runs: list, planned: list | None = None, now: float | None = None,
+                 no_driver: str | None = None) -> list[TrialState]:
     """One state per trial: the ``planned`` ones (study.Trial, in the study's order) first, then
-    any tracked spec hash the plan does not hold (an adaptive search's draws, say)."""
+    any tracked spec hash the plan does not hold (an adaptive search's draws, say). ``no_driver``
+    (lease.no_driver): why no driver runs the study; its runs still RUNNING are then stalled."""
     now = time.time() if now is None else now
     by_hash = _by_hash(runs)
     out, seen = [], set()
@@ -61,14 +71,14 @@ def trial_states(store: Store, runs: list, planned: list | None = None, now: flo
             continue
         seen.add(t.spec_hash)
         if t.spec_hash in by_hash:
-            out.append(run_state(store, _resolve(by_hash[t.spec_hash]), now))
+            out.append(run_state(store, _resolve(by_hash[t.spec_hash]), now, no_driver))
         else:
             out.append(TrialState(f"{t.row} / seed {t.seed}", t.spec_hash, "to run"))
     extra = sorted((h for h in by_hash if h not in seen), key=lambda h: min(r.info.start_time or 0 for r in by_hash[h]))
-    return out + [run_state(store, _resolve(by_hash[h]), now) for h in extra]
+    return out + [run_state(store, _resolve(by_hash[h]), now, no_driver) for h in extra]
 
 
-def run_state(store: Store, run, now: float) -> TrialState:
+def run_state(store: Store, run, now: float, no_driver: str | None = None) -> TrialState:
     tags, status = run.data.tags, run.info.status
     state = TrialState(_label(tags), tags["spec_hash"], status.lower(), gpu=gpu_flag(store, run))
     if status == "FINISHED":
@@ -76,6 +86,10 @@ def run_state(store: Store, run, now: float) -> TrialState:
             state.state, state.detail = "stopped", "stopped early by ASHA"
         elif "val_ppl" in run.data.metrics:
             state.detail = f"val_ppl {run.data.metrics['val_ppl']:.3f}"
+    elif status == "RUNNING" and no_driver:
+        # A driver killed outright (SIGKILL, a lost machine) closes nothing: its runs stay RUNNING
+        # until the next `wb run` marks them KILLED and runs them again.
+        state.state, state.detail = "stalled", f"{no_driver}; `wb run` runs it again"
     elif status == "RUNNING":
         state.detail = running_detail(store, run, now)
     else:
@@ -122,7 +136,7 @@ def summary(states: list[TrialState]) -> str:
     counts: dict[str, int] = {}
     for s in states:
         counts[s.state] = counts.get(s.state, 0) + 1
-    order = ["running", "finished", "stopped", "failed", "killed", "to run"]
+    order = ["running", "stalled", "finished", "stopped", "failed", "killed", "to run"]
     return ", ".join(f"{counts[k]} {k}" for k in order if k in counts)
 
 

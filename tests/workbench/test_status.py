@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from workbench.errors import validate
+from workbench.lease import Lease
 from workbench.study import StudySpec, expand
 from workbench.tracking import Store, create_local_store, local_tracking_uri
 
@@ -33,6 +34,7 @@ def test_status_reads_every_trial_state_and_flags_an_idle_gpu(tmp_path):
     create_local_store(workdir)
     store = Store(local_tracking_uri(workdir), "telemetry", workdir / "mlartifacts")
     parent = store.study_run("telemetry", "", "test")
+    driver = Lease(store.client, parent, "telemetry").claim()  # the study's driver, alive: this process
     now_ms = int(time.time() * 1000)
 
     def finished(key, result):
@@ -82,3 +84,48 @@ def test_status_reads_every_trial_state_and_flags_an_idle_gpu(tmp_path):
     # Without a study: every study in the store, its tracked trials only.
     every = wb("status", "--workdir", workdir)
     assert every.returncode == 0 and "study 'telemetry': 6 trials: 2 running, 3 finished, 1 failed" in every.stdout
+    driver.release()
+
+
+def test_runs_left_running_by_a_driver_that_is_gone_are_stalled_not_running(tmp_path):
+    """A driver killed outright (SIGKILL, the terminal's SIGHUP before it was caught, a lost
+    machine) closes nothing: its runs stay RUNNING in the store. `wb status` and the dry run say
+    they are stalled and why, not running with a stale ETA."""
+    import json
+    import os
+    import socket
+
+    from workbench import lease
+
+    study = {"name": "orphan", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "variants": [{"name": "a"}]}}
+    path = tmp_path / "orphan.yaml"
+    path.write_text(__import__("yaml").safe_dump(study))
+    trials = expand(validate(StudySpec, study))
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    create_local_store(workdir)
+    store = Store(local_tracking_uri(workdir), "orphan", workdir / "mlartifacts")
+    parent = store.study_run("orphan", "", "test")
+    run = store.start_trial(parent, "orphan", trials[0], "test")
+    store.log_metrics(run, [("train_loss", 4.0, 1000, int(time.time() * 1000) - 1000)])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid of this machine whose process is gone
+    held = {"host": socket.gethostname(), "pid": dead.pid, "space": lease.process_space(), "token": "t",
+            "heartbeat": time.time()}
+    store.client.set_tag(parent, lease.TAG, json.dumps(held))
+    for args in (("status", path), ("run", path, "--dry-run")):
+        out = wb(*args, "--workdir", workdir)
+        assert out.returncode == 0, out.stderr
+        line = next(l for l in out.stdout.splitlines() if trials[0].spec_hash in l)
+        assert "stalled" in line and f"its driver's process is gone (host {socket.gethostname()!r}, pid {dead.pid}" in line, line
+        assert "`wb run` runs it again" in line and "running" not in line and "eta" not in line, line
+    assert "study 'orphan': 2 trials: 1 stalled, 1 to run" in wb("status", path, "--workdir", workdir).stdout
+    # A driver elsewhere (another host) is judged by its heartbeat alone: fresh, it is running; old, stalled.
+    store.client.set_tag(parent, lease.TAG, json.dumps({**held, "host": "elsewhere", "pid": 1}))
+    assert "1 running, 1 to run" in wb("status", path, "--workdir", workdir).stdout
+    store.client.set_tag(parent, lease.TAG, json.dumps({**held, "host": "elsewhere", "heartbeat": time.time() - 120}))
+    line = next(l for l in wb("status", path, "--workdir", workdir).stdout.splitlines() if "a / seed 0" in l)
+    assert "stalled" in line and "its driver sends no heartbeats (host 'elsewhere', pid" in line, line
+    store.client.set_tag(parent, lease.TAG, "")  # given up, its runs still RUNNING
+    line = next(l for l in wb("status", path, "--workdir", workdir).stdout.splitlines() if "a / seed 0" in l)
+    assert "stalled" in line and "no driver holds the study" in line, line
