@@ -94,7 +94,7 @@ class Driver:
                     if out.run_id:
                         self.store.kill_trial(out.run_id, reason)
                 failed = sum(o.status != "FINISHED" for o in outcomes)
-                status = {"interrupted": "KILLED"}.get(self.stops.kind, "FAILED" if self.stops else None)
+                status = {"interrupted": "KILLED", "output": "KILLED"}.get(self.stops.kind, "FAILED" if self.stops else None)
                 self.store.end_study(self.parent_id, failed, status)
             except Exception as e:  # the store itself failed: the summary says so
                 self.stops.request("store", f"the tracking store could not be written: {sentence(e)}")

@@ -42,6 +42,20 @@ def is_environment(e: BaseException) -> bool:
     return isinstance(e, (OSError, WriteError)) or module.split(".")[0] in ("mlflow", "sqlalchemy", "sqlite3")
 
 
+def silence_output() -> None:
+    """Point stdout and stderr at /dev/null: their reader is gone (`| head` has read enough, the
+    terminal closed), and every later line would fail as the first did."""
+    import sys
+
+    null = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(null, stream.fileno())
+        except (OSError, ValueError, AttributeError):  # a stream without a descriptor (a test's)
+            pass
+    os.close(null)
+
+
 def quiet_store_logs() -> None:
     """MLflow logs every failed database write with its traceback before raising it; the
     workbench reports the raised error in a sentence."""

@@ -74,6 +74,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             try:
                 with driver.lock:
                     return method(self, *args, **kw)
+            except BrokenPipeError:  # a line to a reader that is gone, not a store that failed
+                driver.stops.output_closed()
             except Exception as e:
                 driver.stops.request("store", f"the tracking store could not be written: {sentence(e)}")
                 _say(f"error: {driver.stops.reason}; stopping the study")

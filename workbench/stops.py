@@ -2,9 +2,11 @@
 
 ``Stops`` holds the first reason given (an interruption, Ray lost, the tracking store failing, the
 lease taken over) and is Tune's stopper: Tune asks it between events (every 0.1 s) and stops every
-trial once it holds a reason. SIGINT (Ctrl-C) and SIGTERM to the driver give the reason
-``interrupted``; a second Ctrl-C raises KeyboardInterrupt as Python would. ``watch_gcs`` notices a
-Ray cluster that went away, where Tune itself would wait on it for a minute or more.
+trial once it holds a reason. SIGINT (Ctrl-C), SIGTERM and SIGHUP (its terminal closed; not under
+``nohup``) to the driver give the reason ``interrupted``; a line its reader no longer takes, the
+reason ``output`` (exit 141). A second Ctrl-C raises KeyboardInterrupt as Python would.
+``watch_gcs`` notices a Ray cluster that went away, where Tune itself would wait on it for a
+minute or more.
 """
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ import socket
 import threading
 import time
 
-INTERRUPTED = "interrupted"  # the reason of every trial run a Ctrl-C or SIGTERM stopped
+INTERRUPTED = "interrupted"  # the reason of every trial run a Ctrl-C, SIGTERM or SIGHUP stopped
+OUTPUT_CLOSED = "the driver's output was closed (a reader such as `| head` stopped reading)"
+EXIT_OUTPUT_CLOSED = 141  # as a shell reports a process ended by SIGPIPE
 
 
 class Stops:
     def __init__(self):
-        self.kind: str | None = None  # "interrupted", "ray", "store", "lease"
+        self.kind: str | None = None  # "interrupted", "ray", "store", "lease", "output"
         self.reason = ""
         self._previous: dict = {}
 
@@ -29,11 +33,23 @@ class Stops:
     def __bool__(self) -> bool:
         return self.kind is not None
 
+    def output_closed(self) -> None:
+        """A line could not be written: stop the study (its runs KILLED with the reason, exit 141)
+        with nothing more written to a reader that is gone."""
+        from workbench.faults import silence_output
+
+        silence_output()
+        self.request("output", OUTPUT_CLOSED)
+
     def _on_signal(self, signum, frame) -> None:
         if self.kind == "interrupted" and signum == signal.SIGINT:
             raise KeyboardInterrupt
         from workbench import progress
 
+        if signum == signal.SIGHUP:  # the terminal closed: nobody reads what follows
+            from workbench.faults import silence_output
+
+            silence_output()
         progress.say(f"{signal.Signals(signum).name}: stopping the running trials (the last lines say whether they resume)")
         self.request("interrupted", f"{INTERRUPTED} ({signal.Signals(signum).name} to the driver)")
 
@@ -43,7 +59,9 @@ class Stops:
         (``sys.exit``), its core worker a C++ one over that: SIGTERM then ended the driver with
         SIGABRT (exit -6), the stops never asked."""
         if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN and signum not in self._previous:
+                    continue  # `nohup wb run ...`: the study outlives its terminal, as asked
                 self._previous.setdefault(signum, signal.signal(signum, self._on_signal))
         return self
 

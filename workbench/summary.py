@@ -3,6 +3,7 @@ study stopped before its end, why and how to resume it."""
 from __future__ import annotations
 
 from workbench.driver import EXIT_INTERRUPTED
+from workbench.stops import EXIT_OUTPUT_CLOSED
 from workbench.progress import count as counted
 
 
@@ -30,7 +31,7 @@ def report(study, run, command: str) -> int:
     if run.stopped:
         print(f"the study stopped before its end: {run.reason}")
         print(f"it is resumable: `{command}` runs what is not finished ({resume_note([o.trial for o in ran if o.status == 'KILLED'])})")
-        return EXIT_INTERRUPTED if run.stopped == "interrupted" else 1
+        return {"interrupted": EXIT_INTERRUPTED, "output": EXIT_OUTPUT_CLOSED}.get(run.stopped, 1)
     return 1 if failures else 0
 
 

@@ -118,6 +118,63 @@ def test_sigterm_to_the_driver_alone_stops_the_study_as_ctrl_c_does(tmp_path):
     assert len(checkpoints(workdir)) == 1
 
 
+def test_sighup_stops_the_study_as_sigterm_does_unless_it_runs_under_nohup(tmp_path):
+    """The terminal closing (an SSH session dropped) sends SIGHUP: the runs are KILLED with that
+    reason, resumable, not left RUNNING by a driver gone at once. Under `nohup` (SIGHUP ignored)
+    the study goes on to its end."""
+    one = {"kind": "variants", "variants": [{"name": "FoX (Pro)", "set": {"train.lr": 0.003}}]}
+    alone = {**LONG_TRAIN, "tokens": 8 * LONG_TRAIN["tokens"]}
+    study = write_study(tmp_path, name="hung", base={**MINI_BASE, "train": alone}, design=one)
+    workdir = tmp_path / "w"
+    stopped_while_training(tmp_path, study, workdir, "hung", lambda d: os.kill(d.proc.pid, signal.SIGHUP))
+    trials = runs(workdir, "hung")
+    assert [r.info.status for r in trials] == ["KILLED"]
+    assert trials[0].data.tags["error"] == "interrupted (SIGHUP to the driver)"
+
+    short = write_study(tmp_path, name="nohup", base={**MINI_BASE, "train": LONG_TRAIN}, design=one)
+    driver = Background(tmp_path, "run", short, "--workdir", workdir, name="nohup",
+                        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        driver.wait_for(lambda: running_with_a_checkpoint(workdir, "nohup"), what="a trial running with a checkpoint")
+        os.kill(driver.proc.pid, signal.SIGHUP)
+        assert driver.wait(timeout=120) == 0, driver.stderr[-3000:]
+    finally:
+        driver.kill()
+    assert [r.info.status for r in runs(workdir, "nohup")] == ["FINISHED"]
+
+
+def test_a_closed_output_stops_the_study_as_killed_with_exit_141_not_as_a_store_failure(tmp_path):
+    """`wb run S 2>&1 | head -3`: once the reader is gone, the next line the driver writes fails.
+    The study stops as a shell would stop a writer to a closed pipe (exit 141), its runs KILLED
+    with that reason, not failed as if the tracking store had failed, and nothing more written."""
+    import subprocess
+    import sys
+
+    from tests.workbench.drivers import kill_session
+    from tests.workbench.test_run import ROOT
+
+    one = {"kind": "variants", "variants": [{"name": "FoX (Pro)", "set": {"train.lr": 0.003}}]}
+    alone = {**LONG_TRAIN, "tokens": 16 * LONG_TRAIN["tokens"]}  # about 80 s: a progress line every 30 s
+    study = write_study(tmp_path, name="piped", base={**MINI_BASE, "train": alone}, design=one)
+    workdir = tmp_path / "w"
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "run", str(study), "--workdir", str(workdir)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        read = b""
+        while b"start " not in read:  # the trial has started: the reader has seen enough
+            line = proc.stdout.readline()
+            assert line, f"the driver ended (rc {proc.wait()}) before its trial started: {read[-3000:]!r}"
+            read += line
+        proc.stdout.close()
+        assert proc.wait(timeout=150) == 141
+    finally:
+        kill_session(proc)
+    trials = runs(workdir, "piped")
+    assert [r.info.status for r in trials] == ["KILLED"]
+    assert trials[0].data.tags["error"] == "the driver's output was closed (a reader such as `| head` stopped reading)"
+    assert [r.info.status for r in runs(workdir, "piped", "study")] == ["KILLED"]
+
+
 def _gcs_pid(head_pid: int) -> int:
     """The GCS server of the Ray head started by the test (its process group is the head's)."""
     for entry in Path("/proc").iterdir():
