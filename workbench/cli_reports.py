@@ -63,8 +63,15 @@ def results_of(target: str, args: argparse.Namespace):
     if store is None:
         return name, study, __import__("polars").DataFrame(), {}
     parent = results.study_parent(store, name)
-    return name, study, results.trial_runs(Path(args.workdir), name, runs=results.all_runs(store, name)), (
-        parent.data.tags if parent else {})
+    runs = results.trial_runs(Path(args.workdir), name, runs=results.all_runs(store, name))
+    if study is not None:
+        from workbench.study import expand
+
+        runs, renamed = results.as_planned(runs, expand(study))
+        for old, new in renamed.items():
+            print(f"note: the runs recorded as {old!r} are the trials {target} now names {new!r} (the same "
+                  "spec hashes); they are shown under the file's name", file=sys.stderr)
+    return name, study, runs, (parent.data.tags if parent else {})
 
 
 def no_trials(name: str, args: argparse.Namespace) -> str:

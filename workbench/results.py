@@ -68,6 +68,25 @@ def trial_runs(workdir: Path, study: str, experiment: str | None = None, trackin
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
 
+def as_planned(runs: pl.DataFrame, trials: list) -> tuple[pl.DataFrame, dict[str, str]]:
+    """The runs under the names the study file gives their trials now (``trials``: study.expand),
+    matched by spec hash as `wb run` matches them: a variant renamed in the file keeps its runs.
+    Runs of trials the file does not plan (an Optuna search's draws, a row since removed) keep their
+    recorded names. Returns the frame and {recorded name: the file's name} of the names changed."""
+    if runs.is_empty():
+        return runs, {}
+    planned = {t.spec_hash: t for t in trials}
+    kept = runs.filter(~pl.col("spec_hash").is_in(list(planned)))
+    rows, renamed = [], {}
+    for row in runs.filter(pl.col("spec_hash").is_in(list(planned)) & pl.col("alias_of").is_null()).iter_rows(named=True):
+        trial = planned[row["spec_hash"]]
+        if row["variant"] != trial.variant and row["variant"] not in trial.aliases:
+            renamed[row["variant"]] = trial.variant
+        rows.append({**row, "variant": trial.variant})
+        rows += [{**row, "variant": alias, "alias_of": trial.variant} for alias in trial.aliases]
+    return pl.concat([kept, pl.DataFrame(rows, schema=runs.schema)]) if rows else kept, renamed
+
+
 def with_row_labels(runs: pl.DataFrame) -> pl.DataFrame:
     """Adds ``row``: the variant, and in a search study its searched values ("FoX (Pro) [lr=0.002]"):
     the table's rows and the dashboards' curves group by it (workbench.table)."""

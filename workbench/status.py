@@ -71,7 +71,9 @@ def trial_states(store: Store, runs: list, planned: list | None = None, now: flo
             continue
         seen.add(t.spec_hash)
         if t.spec_hash in by_hash:
-            out.append(run_state(store, _resolve(by_hash[t.spec_hash]), now, no_driver))
+            state = run_state(store, _resolve(by_hash[t.spec_hash]), now, no_driver)
+            state.label = f"{t.row} / seed {t.seed}"  # the file's name, should the run's differ (renamed)
+            out.append(state)
         else:
             out.append(TrialState(f"{t.row} / seed {t.seed}", t.spec_hash, "to run"))
     extra = sorted((h for h in by_hash if h not in seen), key=lambda h: min(r.info.start_time or 0 for r in by_hash[h]))

@@ -129,3 +129,34 @@ def test_runs_left_running_by_a_driver_that_is_gone_are_stalled_not_running(tmp_
     store.client.set_tag(parent, lease.TAG, "")  # given up, its runs still RUNNING
     line = next(l for l in wb("status", path, "--workdir", workdir).stdout.splitlines() if "a / seed 0" in l)
     assert "stalled" in line and "no driver holds the study" in line, line
+
+
+def test_a_variant_renamed_in_the_file_keeps_its_runs_in_results_and_status(tmp_path):
+    """`wb run` matches trials by spec hash, so after a row (or the base) is renamed in the study
+    file it runs nothing again; `wb results` and `wb status` read the runs under the file's names
+    too, with a note, rather than one row finished under the old name and one 'to run'."""
+    import yaml
+
+    design = {"kind": "ablation", "base_name": "FoX (Pro)", "changes": [
+        {"name": "FoX (Pro) - KV-shift", "set": {"model.attention.kv_shift": "none"}}]}
+    study = {"name": "renamed", "base": BASE, "seeds": [0, 1], "design": design}
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    create_local_store(workdir)
+    store = Store(local_tracking_uri(workdir), "renamed", workdir / "mlartifacts")
+    parent = store.study_run("renamed", "", "test", base_variant="FoX (Pro)")
+    for t in expand(validate(StudySpec, study)):
+        run = store.start_trial(parent, "renamed", t, "test")
+        store.finish_trial(run, {"val_ppl": 20.0 + (t.variant != "FoX (Pro)") + 0.1 * t.seed, "val_loss": 3.0,
+                                 "train_tokens": 10000})
+    design["base_name"], design["changes"][0]["name"] = "base", "no KV-shift"
+    path = tmp_path / "renamed.yaml"
+    path.write_text(yaml.safe_dump(study))
+    out = wb("results", path, "--workdir", workdir)
+    assert out.returncode == 0, out.stderr
+    assert "the runs recorded as 'FoX (Pro) - KV-shift' are the trials" in out.stderr and "now names 'no KV-shift'" in out.stderr
+    rows = [l.split() for l in out.stdout.splitlines() if l.startswith(("base ", "no KV-shift", "FoX"))]
+    assert [r[0] for r in rows] == ["base", "no"], out.stdout  # the file's names only, each row whole
+    assert "+1.000" in out.stdout and "to run" not in out.stdout, out.stdout
+    text = wb("status", path, "--workdir", workdir).stdout
+    assert "4 finished" in text and "no KV-shift / seed 1" in text and "FoX (Pro)" not in text, text
