@@ -167,14 +167,37 @@ def format_validation_error(err: ValidationError, source: str = "", model: type[
     return head + f"{count}\n  " + "\n  ".join(lines)
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key written twice in one mapping (plain YAML keeps the last
+    silently: a second `seeds:` would drop the first, a second `design:` a whole design)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: the base loader says what is wrong with it
+                continue
+            if first != key_node.start_mark.line + 1:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is written twice in one mapping (first at line {first}); "
+                    "YAML would keep the last silently: keep one", key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"{path}: no such file")
     try:
-        return yaml.safe_load(path.read_text())
+        with path.open() as f:  # a stream: YAML's errors then name the file, not "<unicode string>"
+            data = yaml.load(f, Loader=_Loader)
     except yaml.YAMLError as e:
         raise SpecError(f"{path}: malformed YAML: {e}") from None
+    if data is None:
+        raise SpecError(f"{path}: the file is empty (or holds only comments)")
+    return data
 
 
 M = TypeVar("M", bound=BaseModel)

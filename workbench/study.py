@@ -30,6 +30,11 @@ class Change(Spec):
     name: str = Field(min_length=1)
     set: dict[str, Any] = Field(min_length=1)
 
+    @field_validator("set", mode="before")
+    @classmethod
+    def _bare_set_is_empty(cls, edits):
+        return {} if edits is None else edits  # `set:` with nothing under it, as YAML reads it
+
     @model_validator(mode="before")
     @classmethod
     def _own_seeds_are_a_variants_design_s(cls, data):
@@ -501,12 +506,12 @@ def _expand(study: StudySpec) -> list[Trial]:
         names.add(name)
         for point, point_edits in _points(study, name):
             all_edits = edits + point_edits
-            for path, _, written in all_edits:
-                if path == "seed":
-                    at_seed = written if written.endswith(".seed") else f"{written}.seed"
-                    raise SpecError(f"{at_seed} ({name}): {_SEED_ELSEWHERE}")
             at = Trial(name, 0, None, tuple(point)).point_label
             row = f"row {name} [{at}]" if at else f"row {name}"
+            for path, value, written in all_edits:
+                if path == "seed":
+                    at_seed = written if written.endswith(".seed") else f"{written}.seed"
+                    raise SpecError(f"{at_seed} ({row}): {_SEED_ELSEWHERE}; write `seeds: [{value}]` instead")
             data = base
             for path, value, written in all_edits:
                 try:

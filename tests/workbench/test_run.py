@@ -201,6 +201,8 @@ def test_failing_trials_are_recorded_with_their_reasons_and_the_rest_finish(tmp_
         ("unknown kind", "model.attention.rope: unknown kind 'alibi'; registered kinds: none, rope"),
         ("missing path", "'model.attention.gate': model.attention has no field 'gate'"),
         ("malformed yaml", "malformed YAML"),
+        ("key written twice", "key 'seeds' is written twice in one mapping (first at line 1)"),
+        ("empty file", "the file is empty"),
         ("gpu without gpu", "resources.gpu=0.25: this machine has no GPU"),
         ("empty design", "design.changes: List should have at least 1 item"),
         ("more cpus than here", "resources.cpu=1000: a trial asks 1000 CPUs and this machine has"),
@@ -210,6 +212,12 @@ def test_bad_study_files_write_nothing(tmp_path, case, expected):
     if case == "malformed yaml":
         path = tmp_path / "bad.yaml"
         path.write_text("name: x\ndesign: {kind: ablation\n")
+    elif case == "key written twice":  # YAML alone keeps the last: seed 5 only, silently
+        path = write_study(tmp_path)
+        path.write_text("seeds: [5]\n" + path.read_text())
+    elif case == "empty file":
+        path = tmp_path / "empty.yaml"
+        path.write_text("# nothing yet\n")
     elif case == "unknown key":
         path = write_study(tmp_path, base={**MINI_BASE, "train": {**MINI_BASE["train"], "learning_rate": 1}})
     elif case == "unknown kind":

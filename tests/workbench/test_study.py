@@ -168,9 +168,15 @@ def test_search_draws_per_variant_and_is_reproducible():
         ({"name": "s", "base": {**BASE, "seed": 3}, "design": {"kind": "variants", "variants": [{"name": "x"}]}},
          "base.seed: a study runs every row on its `seeds:` list"),
         ({"name": "s", "base": BASE, "design": {"kind": "ablation", "changes": [{"name": "x", "set": {"seed": 1}}]}},
-         "design.changes[0].set.seed (x): a study runs every row on its `seeds:` list"),
+         "design.changes[0].set.seed (row x): a study runs every row on its `seeds:` list"),
+        ({"name": "s", "base": BASE, "design": {"kind": "crossed", "axis": "context", "variants": [{"name": "x", "set": None}],
+                                                "points": [{"name": "32", "set": {"data.context": 32}},
+                                                           {"name": "64", "set": {"data.context": 64, "seed": 2}}]}},
+         "design.points[1].set.seed (row x [context=64]): a study runs every row on its `seeds:` list (top level; a "
+         "variants design's row may name its own `seeds:` beside its `set:`), which would overwrite a seed written "
+         "here; write `seeds: [2]` instead"),
         ({"name": "s", "base": BASE, "design": {"kind": "grid", "axes": {"seed": [0, 1]}}},
-         "design.axes.seed (seed=0): a study runs every row on its `seeds:` list"),
+         "design.axes.seed (row seed=0): a study runs every row on its `seeds:` list"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x"}]},
           "search": {"space": {"seed": {"choice": [0, 1]}}, "algorithm": "grid"}},
          "search.space.seed: a study runs every row on its `seeds:` list"),
