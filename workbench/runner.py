@@ -219,6 +219,7 @@ class StudyRun:
     outcomes: dict[str, Outcome]
     stopped: str | None = None  # why it stopped before its end (Stops.kind), and in words
     reason: str = ""
+    resumable: frozenset[str] = frozenset()  # the stopped trials a rerun resumes from a checkpoint (resumes)
 
 
 def plan(study: StudySpec, workdir: Path, tracking_uri: str | None) -> tuple[list[Trial], dict[str, str]]:
@@ -281,7 +282,7 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
             _say(f"rerun: {progress.count(len(hashes), 'trial')} to run afresh ({progress.count(deleted, 'tracked run')} and their checkpoints deleted)")
             done = store.finished_trials(study.name)
             todo = to_run(store, study, trials, done)
-        resuming = sum((layout.trial_dir(workdir, t.spec_hash) / layout.CHECKPOINT).exists() for t in todo)
+        resuming = sum(resumes(workdir, t) for t in todo)
         from_checkpoints = f" ({resuming} from a checkpoint)" if resuming else ""
         _say(f"study {study.name!r}: {progress.count(len(trials), 'trial')}, {len(trials) - len(todo)} already done, {len(todo)} to run"
              f"{from_checkpoints}")
@@ -325,7 +326,19 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
                             stopper)
         driver.close()
         run.stopped, run.reason = driver.stops.kind, driver.stops.reason
+        if run.stopped:
+            run.resumable = frozenset(o.trial.spec_hash for o in outcomes.values()
+                                      if o.status == "KILLED" and resumes(workdir, o.trial))
         return run
+
+
+def resumes(workdir: Path, trial: Trial) -> bool:
+    """Whether running ``trial`` again resumes from a checkpoint in its folder: there is one, and
+    of a training not yet finished (one of a finished training is not resumed: workbench.train)."""
+    from workbench.train import checkpoint_step
+
+    step = checkpoint_step(layout.trial_dir(workdir, trial.spec_hash) / layout.CHECKPOINT)
+    return step is not None and step < trial.spec.train.total_steps(trial.spec.data.context)
 
 
 def run_order(trials: list[Trial]) -> list[Trial]:

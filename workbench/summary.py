@@ -30,22 +30,29 @@ def report(study, run, command: str) -> int:
         print(f"{counted(len(failures), 'trial')} failed: " + "; ".join(f"{o.trial.variant} / seed {o.trial.seed}" for o in failures))
     if run.stopped:
         print(f"the study stopped before its end: {run.reason}")
-        print(f"it is resumable: `{command}` runs what is not finished ({resume_note([o.trial for o in ran if o.status == 'KILLED'])})")
+        print(f"it is resumable: `{command}` runs what is not finished ({resume_note([o.trial for o in ran if o.status == 'KILLED'], run.resumable)})")
         return {"interrupted": EXIT_INTERRUPTED, "output": EXIT_OUTPUT_CLOSED}.get(run.stopped, 1)
     return 1 if failures else 0
 
 
-def resume_note(stopped: list) -> str:
-    """What a rerun does with the trials stopped mid-way: those that write checkpoints
-    (train.checkpoint_every_tokens) resume from their last one, the others start again."""
+def resume_note(stopped: list, resumable: frozenset[str] | set[str]) -> str:
+    """What a rerun does with the trials stopped mid-way: those with a checkpoint of their
+    unfinished training in their folder (``resumable``, spec hashes: runner.resumes) resume from
+    it, the others start again: because they write none (train.checkpoint_every_tokens unset) or
+    had written none yet."""
     if not stopped:
         return "no trial was stopped mid-way"
-    saving = [t for t in stopped if t.spec.train.checkpoint_every_tokens]
-    if len(saving) == len(stopped):
+    again = [t for t in stopped if t.spec_hash not in resumable]
+    if not again:
         return "stopped trials resume from their last checkpoint"
-    fresh = "they write no checkpoints: set train.checkpoint_every_tokens to resume them mid-way"
-    if not saving:
-        return f"stopped trials start again from the beginning: {fresh}"
-    again = len(stopped) - len(saving)
-    return (f"{counted(len(saving), 'stopped trial')} {'resumes' if len(saving) == 1 else 'resume'} from the last "
-            f"checkpoint, {again} {'starts' if again == 1 else 'start'} again: {fresh}")
+    writing = sum(bool(t.spec.train.checkpoint_every_tokens) for t in again)
+    unset = "set train.checkpoint_every_tokens to resume them mid-way"
+    why = (f"they write no checkpoints: {unset}" if not writing else
+           "they had written no checkpoint yet" if writing == len(again) else
+           f"{len(again) - writing} {'writes' if len(again) - writing == 1 else 'write'} no checkpoints ({unset}), "
+           f"{writing} had written none yet")
+    resume = len(stopped) - len(again)
+    if not resume:
+        return f"stopped trials start again from the beginning: {why}"
+    return (f"{counted(resume, 'stopped trial')} {'resumes' if resume == 1 else 'resume'} from the last "
+            f"checkpoint, {len(again)} {'starts' if len(again) == 1 else 'start'} again: {why}")

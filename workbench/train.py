@@ -97,6 +97,17 @@ def read_checkpoint(path: Path, spec_hash: str, total_steps: int | None = None) 
     return ckpt
 
 
+def checkpoint_step(path: Path) -> int | None:
+    """The step the checkpoint at ``path`` was written at, read without loading its tensors (they
+    are memory-mapped, not read); None where there is none, or it cannot be read."""
+    if not path.is_file():
+        return None
+    try:
+        return int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["step"])
+    except Exception:  # a checkpoint that cannot be read is not resumed: the trial says so when it runs
+        return None
+
+
 def load_checkpoint(path: Path, model, opt, spec_hash: str, total_steps: int | None = None) -> TrainState | None:
     """The training state of ``path``, loaded into ``model`` and ``opt`` (None: see read_checkpoint)."""
     ckpt = read_checkpoint(path, spec_hash, total_steps)

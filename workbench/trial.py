@@ -104,6 +104,17 @@ class Progress:
         self.tty = sys.stderr.isatty()
         self.every_s = 0.5 if self.tty else PLAIN_EVERY_S
 
+    def finished_checkpoint(self, path: Path, total_steps: int) -> None:
+        """Say so where ``path`` holds the checkpoint of a finished training (its evaluation was
+        cut off): that one is not resumed, the trial trains again from the first step."""
+        from workbench.train import checkpoint_step
+
+        step = checkpoint_step(path)
+        if step is not None and step >= total_steps:
+            sys.stderr.write(f"  {path} is of a finished training (step {step:,} of {total_steps:,}), its evaluation "
+                             "cut off: a finished training's checkpoint is not resumed; training again from the first step\n")
+            sys.stderr.flush()
+
     def resumed(self, tokens: int, step: int | None) -> None:
         at = f"step {step:,}, " if step is not None else ""
         sys.stderr.write(f"  resuming from its checkpoint at {at}{tokens:,}/{self.total:,} tokens\n")
@@ -157,6 +168,8 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
     if workers is not None:
         model = workers.wrap(model)
     echo = Progress(trial.train.trained_tokens(data.context)) if progress else None
+    if echo is not None:
+        echo.finished_checkpoint(out_dir / layout.CHECKPOINT, trial.train.total_steps(data.context))
     if reporter is None and lead:
         reporter = JsonlReporter(out_dir / "metrics.jsonl", echo)
     if lead:

@@ -128,21 +128,27 @@ def test_a_dry_run_of_a_gpu_study_on_a_machine_without_one_says_so(tmp_path):
 
 
 def test_a_stopped_study_says_whether_its_trials_resume_or_start_again():
-    """The resume line after a stop: trials that write checkpoints resume from the last one, the
-    others start again, and the line says which and how to change it."""
+    """The resume line after a stop: trials with a checkpoint of their unfinished training resume
+    from it, the others start again, and the line says which and why: they write no checkpoints
+    (and how to change that), or had written none yet."""
     from workbench.cli_reports import load_study
     from workbench.study import expand
     from workbench.summary import resume_note
 
     trials = expand(load_study(str(ROOT / "studies/quickstart.yaml")))
     assert all(not t.spec.train.checkpoint_every_tokens for t in trials)
-    assert resume_note(trials[:2]).startswith("stopped trials start again from the beginning")
-    assert "set train.checkpoint_every_tokens" in resume_note(trials[:2])
+    assert resume_note(trials[:2], set()).startswith("stopped trials start again from the beginning")
+    assert "set train.checkpoint_every_tokens" in resume_note(trials[:2], set())
     saving = [dataclasses.replace(t, spec=t.spec.model_copy(update={"train": t.spec.train.model_copy(
         update={"checkpoint_every_tokens": 1000})})) for t in trials[:2]]
-    assert resume_note(saving) == "stopped trials resume from their last checkpoint"
-    assert resume_note([]) == "no trial was stopped mid-way"  # a stop before any trial started
-    assert resume_note([saving[0], trials[1]]).startswith("1 stopped trial resumes from the last checkpoint, 1 starts again")
+    both = {t.spec_hash for t in saving}
+    assert resume_note(saving, both) == "stopped trials resume from their last checkpoint"
+    assert resume_note(saving, set()) == "stopped trials start again from the beginning: they had written no checkpoint yet"
+    assert resume_note([], set()) == "no trial was stopped mid-way"  # a stop before any trial started
+    assert resume_note([saving[0], trials[1]], {saving[0].spec_hash}).startswith(
+        "1 stopped trial resumes from the last checkpoint, 1 starts again: they write no checkpoints")
+    assert resume_note([saving[0], trials[1]], set()).endswith(
+        "1 writes no checkpoints (set train.checkpoint_every_tokens to resume them mid-way), 1 had written none yet")
 
 
 def test_the_closing_summary_counts_each_state_and_names_what_did_not_start(capsys):
@@ -195,3 +201,41 @@ def test_a_file_of_the_other_kind_names_its_command(tmp_path):
     assert study.returncode == 2 and "a study file (base, design, seeds), not a trial: run it with " \
         "`wb run studies/quickstart.yaml`" in study.stderr and "Extra inputs" not in study.stderr
     assert not (tmp_path / "w").exists() and not (tmp_path / "out").exists()
+
+
+def test_only_a_checkpoint_of_an_unfinished_training_counts_as_resumed(tmp_path):
+    """A trial's folder may hold the checkpoint of a finished training (another study ran the same
+    trial, or its evaluation was cut off): running it again trains from the first step, so the
+    study's first line and its resume note do not count it as resuming."""
+    from workbench import layout
+    from workbench.cli_reports import load_study
+    from workbench.runner import resumes
+    from workbench.study import expand
+    from workbench.train import TrainState, write_checkpoint
+
+    trial = expand(load_study(str(ROOT / "studies/quickstart.yaml")))[0]
+    total = trial.spec.train.total_steps(trial.spec.data.context)
+    path = layout.trial_dir(tmp_path, trial.spec_hash) / layout.CHECKPOINT
+    assert not resumes(tmp_path, trial)  # no checkpoint
+    path.parent.mkdir(parents=True)
+    for step, resumed in ((total - 1, True), (total, False)):
+        write_checkpoint(path, {}, {}, TrainState(step, step * 100, []), trial.spec_hash)
+        assert resumes(tmp_path, trial) is resumed, step
+    path.write_bytes(b"not a checkpoint")
+    assert not resumes(tmp_path, trial)
+
+
+def test_wb_train_says_why_a_finished_trainings_checkpoint_trains_again(tmp_path, capsys):
+    """`wb train` stopped during its final evaluation leaves the checkpoint of a finished training,
+    which is not resumed: the run says so instead of starting over without a word."""
+    from workbench.train import TrainState, write_checkpoint
+    from workbench.trial import Progress
+
+    path = tmp_path / "checkpoint.pt"
+    Progress(1000).finished_checkpoint(path, 10)
+    write_checkpoint(path, {}, {}, TrainState(9, 900, []), "h")
+    Progress(1000).finished_checkpoint(path, 10)  # unfinished: the resume line says where it picks up
+    assert capsys.readouterr().err == ""
+    write_checkpoint(path, {}, {}, TrainState(10, 1000, []), "h")
+    Progress(1000).finished_checkpoint(path, 10)
+    assert "is of a finished training (step 10 of 10), its evaluation cut off" in capsys.readouterr().err
