@@ -88,6 +88,22 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def stop_as_ctrl_c() -> None:
+    """SIGTERM (`kill`, a batch scheduler's end of a job) and SIGHUP (the terminal closed) stop
+    `wb train` as Ctrl-C does: its folder lock given back, exit 130 (not killed outright). Under
+    `nohup` SIGHUP stays ignored."""
+    import signal
+
+    def stop(signum, frame):
+        if signum == signal.SIGHUP:
+            faults.silence_output()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, stop)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -117,6 +133,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         note = trial.train.warmup_note(trial.data.context)
         if note:
             print(f"note: {note}", file=sys.stderr)
+        stop_as_ctrl_c()
         try:
             if trial.train.workers > 1:
                 from workbench.ray_train import run_workers
@@ -127,6 +144,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         except TrainError as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:
+            if (out / layout.CHECKPOINT).exists():
+                print(f"\nstopped: `wb train {args.trial} --out {out}` again resumes from its last checkpoint", file=sys.stderr)
+            raise
     rate = f"{result['tokens_per_s']:,.0f} tokens/s" if result["tokens_per_s"] else "n/a"
     mfu = f", MFU {100 * result['mfu']:.1f}%" if result["mfu"] else ""
     print(f"val_loss {result['val_loss']:.4f} nats/token (ppl {result['val_ppl']:.3f}); unigram entropy "

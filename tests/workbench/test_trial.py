@@ -196,6 +196,24 @@ def test_a_second_wb_train_into_a_busy_out_folder_is_refused(tmp_path):
     assert len(curve(out)) == 48  # one row per step: the resumed run's, none twice
 
 
+def test_sigterm_stops_wb_train_as_ctrl_c_does(tmp_path):
+    """A batch scheduler ends a job with SIGTERM: `wb train` stops as on Ctrl-C (exit 130, the line
+    that says a rerun resumes), and the rerun resumes from the checkpoint it had written."""
+    trial = small_trial(tmp_path, tokens=49_152, checkpoint_every_tokens=8192)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "train", str(trial), "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (out / "checkpoint.pt").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "again resumes from its last checkpoint" in err and "Traceback" not in err, err[-2000:]
+    again = wb_train(trial, out, timeout=300)
+    assert again.returncode == 0 and "resuming from its checkpoint at step" in again.stderr, again.stderr[-2000:]
+
+
 def write_trial(tmp_path, data, model=None, train=None):
     spec = {"model": {"vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2, **(model or {})},
             "data": data, "train": {"tokens": 2048, "batch_size": 2, **(train or {})},
