@@ -36,14 +36,15 @@ class TrialProgress:
     total: int
     tokens: int = 0
     loss: float | None = None
-    started: float | None = None  # when the trial started (0 tokens)
+    started: float | None = None  # when the trial started (at start_tokens: 0, or its checkpoint's)
+    start_tokens: int = 0
     first: tuple[float, int] | None = None  # (time, tokens) of its first report
     at: float = 0.0  # when its last report came
     printed: float = 0.0  # when its last plain line went out
 
     def eta_s(self, now: float) -> float | None:
         origin = self.first if self.first and self.tokens > self.first[1] else (
-            (self.started, 0) if self.started is not None else None)
+            (self.started, self.start_tokens) if self.started is not None else None)
         return eta_s(self.total, origin, (self.at, self.tokens), now)
 
     def line(self, now: float) -> str:
@@ -85,10 +86,11 @@ class LiveView:
         self._draw()
 
     def update(self, key: str, label: str, total: int, tokens: int, loss: float | None,
-               started: float | None = None) -> None:
-        """A trial's progress; ``started`` (when it started, 0 tokens) gives an ETA from its first report on."""
+               started: float | None = None, start_tokens: int = 0) -> None:
+        """A trial's progress; ``started`` (when it started, at ``start_tokens``: 0, or a resumed
+        trial's checkpoint's) gives an ETA from its first report on."""
         now = time.time()
-        p = self.trials.setdefault(key, TrialProgress(label, total, started=started))
+        p = self.trials.setdefault(key, TrialProgress(label, total, started=started, start_tokens=start_tokens))
         p.tokens, p.loss, p.at = tokens, loss if loss is not None else p.loss, now
         if p.first is None:
             p.first = (now, tokens)

@@ -58,6 +58,7 @@ class Outcome:
     last: dict = field(default_factory=dict)  # the latest intermediate result, for an early stop
     run_id: str = ""  # its tracked run, once started
     resumed: bool = False  # it picked up from its checkpoint
+    resumed_from: tuple[float, int] | None = None  # (when, tokens): where its rate counts from
 
 
 def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outcomes: dict[str, Outcome], resolve,
@@ -119,6 +120,7 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)  # what the lines show
             if result.get("wb_resumed"):
                 at, out.resumed = result["wb_resumed"], True
+                out.resumed_from = (time.time(), at["tokens"])
                 step = f"step {at['step']:,}, " if at.get("step") is not None else ""
                 _say(f"resume   {trial_label(out.trial)}  [{out.trial.spec_hash}]  from its checkpoint at {step}"
                      f"{at['tokens']:,}/{total:,} tokens")
@@ -132,8 +134,9 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                 if not result.get("wb_progress"):
                     out.last = result  # an intermediate validation, kept for an early stop
                 losses = [s["train_loss"] for s in result.get("wb_steps", []) if "train_loss" in s]
+                started, start_tokens = out.resumed_from or (out.started, 0)
                 progress.VIEW.update(trial.trial_id, trial_label(out.trial), total,
-                                     result.get("tokens", 0), losses[-1] if losses else None, out.started)
+                                     result.get("tokens", 0), losses[-1] if losses else None, started, start_tokens)
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             if trial.trial_id not in self.keys:

@@ -27,3 +27,13 @@ def test_the_live_view_measures_from_the_first_report_once_there_is_a_second(mon
     # 100 tokens/s from the first report: the start-up time no longer slows the rate.
     assert view.trials["t"].eta_s(1_010.0) == pytest.approx(80.0)
     assert view.trials["t"].eta_s(1_015.0) == pytest.approx(75.0)
+
+
+def test_a_resumed_trials_first_eta_counts_from_its_checkpoint_not_from_zero(monkeypatch):
+    """A trial resumed at 4,000 tokens: its first report's rate is the tokens since the checkpoint,
+    not all 5,000 over the seconds since it resumed (an ETA about twice too short)."""
+    clock = [1_010.0]
+    monkeypatch.setattr(progress.time, "time", lambda: clock[0])
+    view = LiveView(io.StringIO(), live=False)
+    view.update("t", "A / seed 0", 10_000, 5_000, 3.0, started=1_000.0, start_tokens=4_000)
+    assert view.trials["t"].eta_s(1_010.0) == pytest.approx(50.0)  # 100 tokens/s, 5,000 to go
