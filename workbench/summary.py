@@ -9,7 +9,8 @@ from workbench.progress import count as counted
 
 def report(study, run, command: str) -> int:
     """Print the summary of ``run`` (a runner.StudyRun); ``command`` resumes the study. Returns
-    0, 1 where a trial failed or the study stopped, 130 where it was interrupted."""
+    0, 1 where a trial failed or the study stopped, 130 where it was interrupted, 141 where its
+    output was closed."""
     ran = list(run.outcomes.values())
     before = sum(t.spec_hash in run.done for t in run.trials if not t.optuna_samples)
     count = {s: sum(o.status == s for o in ran) for s in ("FINISHED", "FAILED", "KILLED", "PENDING")}
