@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench import layout
+from workbench.folder_lock import FolderLock
 from workbench.tune_report import TuneReporter
 
 
@@ -53,14 +54,26 @@ def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: fl
         torch.compiler.reset()
     reset_peak_rss()  # the actor may have run other trials: this one's peak is its own
     reporter = TuneReporter(spec.train.tokens, progress_s)
-    try:
-        result = run_trial(spec, out, reporter, telemetry=telemetry)
-    except Exception as e:  # recorded FAILED with its reason; the study goes on
-        import traceback
+    # Studies of one workdir share its trial folders: two drivers running the very same trial (two
+    # studies that both hold it, or a `wb train` into the folder) would interleave one checkpoint.
+    with FolderLock(out) as lock:
+        if not lock.held:
+            reporter.send(reporter.payload(wb_failed=busy_folder(out)))
+            return
+        try:
+            result = run_trial(spec, out, reporter, telemetry=telemetry)
+        except Exception as e:  # recorded FAILED with its reason; the study goes on
+            import traceback
 
-        reporter.send(reporter.payload(wb_failed=failure_reason(e), wb_traceback=traceback.format_exc()))
-        return
+            reporter.send(reporter.payload(wb_failed=failure_reason(e), wb_traceback=traceback.format_exc()))
+            return
     reporter.send(reporter.payload(tokens=result["train_tokens"], val_loss=result["val_loss"], wb_done=True, wb_result=result))
+
+
+def busy_folder(out: Path) -> str:
+    return (f"{out} is being trained by another process (another study in this workdir running this very "
+            "trial, or a `wb train` into the folder): two trainings of one folder would mix their checkpoints "
+            "and metrics; run the study again once that one has ended")
 
 
 def failure_reason(e: BaseException) -> str:

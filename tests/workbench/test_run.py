@@ -175,6 +175,31 @@ def _killed_driver_resumes(tmp_path):
     assert all(r.info.status in ("FINISHED", "KILLED") for r in runs)
 
 
+def test_a_trial_folder_another_process_trains_is_not_trained_twice_at_once(tmp_path):
+    """Two studies of one workdir that hold the very same trial share its folder: while one trains
+    it (here: this test holds the folder, as a `wb train` or another driver's worker would), the
+    other records the trial FAILED with the reason, not a second training into one checkpoint;
+    run again once the folder is free, it trains."""
+    from workbench.cli_reports import load_study
+    from workbench.folder_lock import FolderLock
+    from workbench.study import expand
+
+    study = write_study(tmp_path, name="shared")
+    trial = expand(load_study(str(study)))[0]  # the base row's; the other trial trains meanwhile
+    workdir = tmp_path / "w"
+    with FolderLock(workdir / "trials" / trial.spec_hash) as lock:
+        assert lock.held
+        proc = wb("run", study, "--workdir", workdir)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    runs = {r.data.tags["spec_hash"]: r for r in trial_runs(workdir, "shared")[1]}
+    run = runs.pop(trial.spec_hash)
+    assert run.info.status == "FAILED" and "is being trained by another process" in run.data.tags["error"]
+    assert [r.info.status for r in runs.values()] == ["FINISHED"]
+    assert not (workdir / "trials" / trial.spec_hash / "checkpoint.pt").exists()
+    again = wb("run", study, "--workdir", workdir)
+    assert again.returncode == 0, again.stderr[-2000:]
+
+
 def test_failing_trials_are_recorded_with_their_reasons_and_the_rest_finish(tmp_path):
     changes = [
         {"name": "raises", "set": {"data": {"kind": "text", "paths": [str(tmp_path / "missing.txt")], "context": 64}}},
