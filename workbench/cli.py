@@ -250,6 +250,17 @@ def _effect(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    """A count of at least 1 (--max-concurrent, --context)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give 1 or more")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give 1 or more")
+    return value
+
+
 def _store_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", default="wb-runs",
                    help="tracking store (mlflow.db), artifacts, checkpoints, Ray results (default: wb-runs)")
@@ -263,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("info", help="parameter counts and FLOPs of a model spec, preset or each variant of a study")
     p.add_argument("spec", help="a preset name (fox_pro, ...), a YAML model or trial file, a study file, or a slot "
                                 "(forget_gate, ...; components: every slot) to list its kinds and their options")
-    p.add_argument("--context", type=int,
+    p.add_argument("--context", type=_positive_int,
                    help="context length for FLOPs (tokens; default 2048, for a study its trials' context)")
     p.set_defaults(func=cmd_info)
     p = sub.add_parser("train", help="train and evaluate one trial; writes DIR/result.json")
@@ -287,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--base", help="with --effect: the variant the effect is measured against (default: the design's "
                                   "base)")
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start Ray locally)")
-    p.add_argument("--max-concurrent", type=int, help="at most this many trials at once")
+    p.add_argument("--max-concurrent", type=_positive_int, help="at most this many trials at once")
     p.add_argument("--take-over", action="store_true",
                    help="take the study over from a driver whose heartbeat stopped (refused while it is fresh)")
     p.add_argument("--rerun", action="append", metavar="SELECTOR",

@@ -118,6 +118,18 @@ def test_an_effect_that_is_not_a_positive_fraction_is_refused(tmp_path):
         assert out.stdout == "" and not (tmp_path / "w").exists()
 
 
+def test_counts_below_one_are_refused_by_name(tmp_path):
+    """`--max-concurrent 0` ran the study as if unlimited; `wb info --context -5` printed FLOPs at
+    context -5: both are refused before anything runs."""
+    for args, option in ((("run", str(ROOT / "studies/quickstart.yaml"), "--workdir", str(tmp_path / "w"),
+                           "--max-concurrent", "0"), "--max-concurrent: 0: give 1 or more"),
+                         (("info", "fox_pro", "--context", "-5"), "--context: -5: give 1 or more"),
+                         (("info", "fox_pro", "--context", "long"), "--context: 'long' is not a whole number")):
+        out = wb(*args)
+        assert out.returncode == 2 and option in out.stderr and out.stdout == "", out.stderr
+    assert not (tmp_path / "w").exists()
+
+
 def test_a_dry_run_of_a_gpu_study_on_a_machine_without_one_says_so(tmp_path):
     import torch
 
