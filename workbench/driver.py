@@ -58,8 +58,11 @@ class Driver:
             self._watch = watch_gcs(address, self._ray_lost)
 
     def _ray_lost(self, reason: str) -> None:
-        self.stops.request("ray", reason)
-        progress.say(f"error: {reason}; closing the study's runs")
+        if self.stops.kind == "interrupted":  # a signal to the whole process group ended Ray's processes too
+            progress.say("Ray's processes stopped with the driver; closing the study's runs")
+        else:
+            self.stops.request("ray", reason)
+            progress.say(f"error: {reason}; closing the study's runs")
         if self.report is None:
             # Called from Python (run_study without a report): the process is the caller's, not
             # ours to end; the study stops at Tune's next check and run_study returns.
