@@ -28,10 +28,11 @@ def running_with_a_checkpoint(workdir: Path, experiment: str) -> list[str]:
             if r.info.status == "RUNNING" and r.data.tags.get("spec_hash") in written]
 
 
-def stopped_while_training(tmp_path: Path, study: Path, workdir: Path, experiment: str, stop) -> Background:
+def stopped_while_training(tmp_path: Path, study: Path, workdir: Path, experiment: str, stop,
+                           preexec_fn=None) -> Background:
     """`wb run` in the background, ``stop(driver)`` once a trial runs with a checkpoint: the driver
     ends within a minute, with exit 130 and no traceback."""
-    driver = Background(tmp_path, "run", study, "--workdir", workdir)
+    driver = Background(tmp_path, "run", study, "--workdir", workdir, preexec_fn=preexec_fn)
     try:
         driver.wait_for(lambda: running_with_a_checkpoint(workdir, experiment), what="a trial running with a checkpoint")
         stop(driver)
@@ -131,7 +132,9 @@ def test_sighup_stops_the_study_as_sigterm_does_unless_it_runs_under_nohup(tmp_p
     alone = {**LONG_TRAIN, "tokens": 8 * LONG_TRAIN["tokens"]}
     study = write_study(tmp_path, name="hung", base={**MINI_BASE, "train": alone}, design=one)
     workdir = tmp_path / "w"
-    stopped_while_training(tmp_path, study, workdir, "hung", lambda d: os.kill(d.proc.pid, signal.SIGHUP))
+    # SIGHUP as a terminal leaves it, not ignored as under a `nohup` the test suite may itself run in.
+    stopped_while_training(tmp_path, study, workdir, "hung", lambda d: os.kill(d.proc.pid, signal.SIGHUP),
+                           preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     trials = runs(workdir, "hung")
     assert [r.info.status for r in trials] == ["KILLED"]
     assert trials[0].data.tags["error"] == "interrupted (SIGHUP to the driver)"
