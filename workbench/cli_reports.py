@@ -154,7 +154,7 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
             except SpecError as e:
                 print(f"note: `wb run` here stops at once: {e}")
     if study.search is not None and study.search.confirm is not None:
-        confirm_lines(study, store, runs, done == len(trials))
+        confirm_lines(study, store, runs, done == len(trials), gone)
     if getattr(args, "rerun", None):
         from workbench import rerun
 
@@ -166,9 +166,10 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
     return 0
 
 
-def confirm_lines(study, store, runs: list, searched: bool) -> None:
+def confirm_lines(study, store, runs: list, searched: bool, gone: str | None) -> None:
     """The confirmation stage of a tune-then-confirm study: its trials once the search has
-    finished (each variant's chosen point, workbench/confirm.py), else what it will be."""
+    finished (each variant's chosen point, workbench/confirm.py), else what it will be; ``gone``:
+    status.no_driver of the study, read once by the dry run."""
     from workbench import status
     from workbench.confirm import choose, confirmation_trials, edge_note
 
@@ -182,7 +183,6 @@ def confirm_lines(study, store, runs: list, searched: bool) -> None:
     print(f"then the confirmation, at each {'cell' if study.design.kind == 'crossed' else 'variant'}'s best search point "
           f"by {confirm.metric}:")
     trials = confirmation_trials(study, choices)
-    gone = status.no_driver(store, study.name)
     states = {s.spec_hash: s for s in status.trial_states(store, runs, trials, no_driver=gone)}
     for t in trials:
         s = states.get(t.spec_hash)

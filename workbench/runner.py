@@ -57,8 +57,11 @@ class Outcome:
     started: float = field(default_factory=time.time)
     last: dict = field(default_factory=dict)  # the latest intermediate result, for an early stop
     run_id: str = ""  # its tracked run, once started
-    resumed: bool = False  # it picked up from its checkpoint
-    resumed_from: tuple[float, int] | None = None  # (when, tokens): where its rate counts from
+    resumed_from: tuple[float, int] | None = None  # (when, tokens) it picked up from its checkpoint
+
+    @property
+    def resumed(self) -> bool:
+        return self.resumed_from is not None
 
 
 def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outcomes: dict[str, Outcome], resolve,
@@ -119,8 +122,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             store.log_metrics(run_id, rows)
             total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)  # what the lines show
             if result.get("wb_resumed"):
-                at, out.resumed = result["wb_resumed"], True
-                out.resumed_from = (time.time(), at["tokens"])
+                at = result["wb_resumed"]
+                out.resumed_from = (time.time(), at["tokens"])  # its rate counts from here
                 step = f"step {at['step']:,}, " if at.get("step") is not None else ""
                 _say(f"resume   {trial_label(out.trial)}  [{out.trial.spec_hash}]  from its checkpoint at {step}"
                      f"{at['tokens']:,}/{total:,} tokens")

@@ -173,7 +173,7 @@ def test_the_closing_summary_counts_each_state_and_names_what_did_not_start(caps
 
     study = load_study(str(ROOT / "studies/quickstart.yaml"))
     trials = expand(study)
-    outcomes = [Outcome(trials[1], "FINISHED", val_ppl=3.25, resumed=True), Outcome(trials[2], "FINISHED", val_ppl=3.5),
+    outcomes = [Outcome(trials[1], "FINISHED", val_ppl=3.25, resumed_from=(0.0, 0)), Outcome(trials[2], "FINISHED", val_ppl=3.5),
                 Outcome(trials[3], "KILLED", reason="interrupted (SIGINT to the driver)"), Outcome(trials[4]), Outcome(trials[5])]
     run = StudyRun(trials, {trials[0].spec_hash: "run0"}, {o.trial.spec_hash: o for o in outcomes},
                    stopped="interrupted", reason="interrupted (SIGINT to the driver)")
