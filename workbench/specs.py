@@ -318,9 +318,32 @@ def _distinct(seeds: list[int]) -> list[int]:
     return seeds
 
 
+_MOST_SEEDS = 100_000  # a range past this is a typo, not a study (each seed trains every row)
+_SEED_FORMS = "a list such as [0, 1, 2], or a string of seeds and ranges such as '0-250' or '0-23, 30' (both ends included)"
+
+
+def _seed_ranges(seeds: Any) -> Any:
+    """``'0-250'`` is seeds 0 to 250; ``'0-23, 30'`` adds seed 30. Anything but a string passes
+    through to the list's own checks."""
+    if not isinstance(seeds, str):
+        return seeds
+    out: list[int] = []
+    for item in seeds.split(","):
+        first, dash, last = item.strip().partition("-")
+        if not first.strip().isdigit() or (dash and not last.strip().isdigit()):
+            raise ValueError(f"{item.strip()!r} is not a seed or a range of seeds; write {_SEED_FORMS}")
+        lo, hi = int(first), int(last) if dash else int(first)
+        if hi < lo:
+            raise ValueError(f"the range {item.strip()!r} runs backwards; write it as '{hi}-{lo}'")
+        if hi - lo >= _MOST_SEEDS - len(out):
+            raise ValueError(f"{seeds!r} names more than {_MOST_SEEDS:,} seeds")
+        out.extend(range(lo, hi + 1))
+    return out
+
+
 # A seed seeds torch's generator (a signed 64-bit integer); true is not 1 here.
 Seed = Annotated[int, Strict(), Field(ge=0, lt=2**63)]
-Seeds = Annotated[list[Seed], AfterValidator(_distinct)]
+Seeds = Annotated[list[Seed], BeforeValidator(_seed_ranges), AfterValidator(_distinct)]
 
 
 class TrialSpec(Spec):

@@ -135,6 +135,18 @@ def test_search_draws_per_variant_and_is_reproducible():
          "seeds: seed 0 is listed twice"),
         ({"name": "s", "base": BASE, "seeds": [0, True], "design": {"kind": "variants", "variants": [{"name": "x"}]}},
          "seeds[1]: Input should be a valid integer"),
+        # Seeds written as ranges: '0-250' is both ends and all between.
+        ({"name": "s", "base": BASE, "seeds": "5-3", "design": {"kind": "variants", "variants": [{"name": "x"}]}},
+         "seeds: the range '5-3' runs backwards; write it as '3-5'"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": "0-4, x"}]}},
+         "design.variants[0].seeds (x): 'x' is not a seed or a range of seeds; write a list such as [0, 1, 2], or a "
+         "string of seeds and ranges such as '0-250'"),
+        ({"name": "s", "base": BASE, "seeds": "-1", "design": {"kind": "variants", "variants": [{"name": "x"}]}},
+         "seeds: '-1' is not a seed or a range of seeds"),
+        ({"name": "s", "base": BASE, "seeds": "0-3, 2", "design": {"kind": "variants", "variants": [{"name": "x"}]}},
+         "seeds: seed 2 is listed twice"),
+        ({"name": "s", "base": BASE, "seeds": "0-100000", "design": {"kind": "variants", "variants": [{"name": "x"}]}},
+         "seeds: '0-100000' names more than 100,000 seeds"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [2**64]}]}},
          "design.variants[0].seeds[0] (x): Input should be less than 9223372036854775808"),
         ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "compare_to": "b", "variants": [
@@ -209,6 +221,19 @@ def test_a_variant_runs_on_its_own_seeds_and_the_rest_on_the_studys():
     assert json.loads(tags["seeds"]) == [0, 1, 2]
     assert json.loads(tags["variant_seeds"]) == {"far": [0, 1], "base": [0, 1, 2, 3, 4]}
     assert "variant_seeds" not in design_tags(study({"kind": "variants", "variants": [{"name": "a", "seeds": [0], "set": {}}]}))
+
+
+def test_seeds_written_as_ranges_are_the_seeds_listed():
+    """`seeds: 0-250` (YAML reads it as a string) is 251 seeds; the trials are those of the list."""
+    import yaml
+
+    listed = study({"kind": "variants", "variants": [{"name": "a"}, {"name": "b", "test": "welch", "seeds": [0, 1, 2, 3, 9],
+                                                                     "set": {"train.lr": 0.01}}]}, seeds=[0, 1, 2])
+    assert yaml.safe_load("seeds: 0-2") == {"seeds": "0-2"}
+    ranged = study({"kind": "variants", "variants": [{"name": "a"}, {"name": "b", "test": "welch", "seeds": "0-3, 9",
+                                                                     "set": {"train.lr": 0.01}}]}, seeds="0-2")
+    assert ranged.seeds == [0, 1, 2] and ranged.design.variants[1].seeds == [0, 1, 2, 3, 9]
+    assert [t.spec_hash for t in expand(ranged)] == [t.spec_hash for t in expand(listed)]
 
 
 def test_a_row_compared_unpaired_runs_seeds_the_base_does_not():
