@@ -15,10 +15,15 @@ def _load_model_spec(target: str):
 
     if target in PRESETS:
         return ModelSpec(preset=target)
+    from workbench.spec_base import Spec
+
+    class TrialModel(Spec):  # errors then name a trial file's field as `wb train` does: model.d_model
+        model: ModelSpec
+
     data = read_yaml(target)
     # A trial file holds its model under `model`; a model file is the ModelSpec itself.
     if isinstance(data, dict) and "model" in data and isinstance(data["model"], dict):
-        data = data["model"]
+        return validate(TrialModel, {"model": data["model"]}, target).model
     return validate(ModelSpec, data, target)
 
 
