@@ -25,7 +25,7 @@ def test_info_of_a_bad_file_is_one_clear_error(tmp_path):
     assert "attention.qk_norm: unknown kind 'bogus'; registered kinds: none, rmsnorm" in out.stderr
     # A trial file's model field is named as `wb train` names it: under `model`.
     trial = tmp_path / "t.yaml"
-    trial.write_text("model: {preset: fox_pro, d_modl: 32}\ntrain: {steps: 1}\n")
+    trial.write_text("model: {preset: fox_pro, d_modl: 32}\ntrain: {tokens: 1000}\n")
     out = wb("info", str(trial))
     assert out.returncode == 2 and "  model.d_modl: Extra inputs are not permitted (got 32); did you mean 'd_model'?" in out.stderr
     missing = wb("info", str(tmp_path / "nope.yaml"))
