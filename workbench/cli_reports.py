@@ -221,11 +221,17 @@ def cmd_status(args: argparse.Namespace) -> int:
         study = load_study(args.study) if args.study.endswith((".yaml", ".yml")) else None
         name = study.name if study else args.study
         store = results.read_store(workdir, name, study.experiment if study else None, args.tracking_uri)
+        where = args.tracking_uri or workdir
+        held = ", ".join(n for n, _ in results.studies(args.tracking_uri or local_tracking_uri(workdir))) or "none"
         if store is None and study is None:
-            raise SpecError(f"study {name!r}: not in {args.tracking_uri or workdir}")
+            raise SpecError(f"study {name!r}: not in {where} (the studies there: {held})")
         runs = results.all_runs(store, name) if store is not None else []
         states = status.trial_states(store, runs, expand(study) if study else None, no_driver=status.no_driver(store, name))
         print("\n".join(status.lines(name, states)))
+        if store is None:
+            print(f"study {name!r} has not run in {where} (the studies there: {held}); "
+                  f"`wb run {args.study} --workdir {workdir}"
+                  + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else "") + "` starts it")
         return 0
     uri = args.tracking_uri or local_tracking_uri(workdir)
     found = results.studies(uri)

@@ -84,6 +84,14 @@ def test_status_reads_every_trial_state_and_flags_an_idle_gpu(tmp_path):
     # Without a study: every study in the store, its tracked trials only.
     every = wb("status", "--workdir", workdir)
     assert every.returncode == 0 and "study 'telemetry': 6 trials: 2 running, 3 finished, 1 failed" in every.stdout
+    # A study this store has never seen (a new file, a renamed one, the wrong --workdir) says so.
+    other = tmp_path / "other.yaml"
+    other.write_text(__import__("yaml").safe_dump({**study, "name": "other"}))
+    out = wb("status", other, "--workdir", workdir)
+    assert out.returncode == 0 and "study 'other': 9 trials: 9 to run" in out.stdout
+    assert f"study 'other' has not run in {workdir} (the studies there: telemetry); `wb run {other} --workdir {workdir}` starts it" in out.stdout
+    out = wb("status", "other", "--workdir", workdir)
+    assert out.returncode == 2 and f"study 'other': not in {workdir} (the studies there: telemetry)" in out.stderr
     driver.release()
 
 
