@@ -285,9 +285,11 @@ def build_site(store_uri: str, out: Path, artifact_root: Path | None = None, onl
     """Write the site into ``out``; returns {study: page file}."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "plotly.min.js").write_text(get_plotlyjs())
-    found = [(s, e) for s, e in results.studies(store_uri) if only is None or s == only]
+    every = results.studies(store_uri)
+    found = [(s, e) for s, e in every if only is None or s == only]
     if only is not None and not found:
-        raise ValueError(f"--study {only!r}: no such study in {store_uri}")
+        raise ValueError(f"--study {only!r}: no such study in {store_uri} "
+                         f"(the studies there: {', '.join(s for s, _ in every) or 'none'})")
     pages, items = {}, []
     for study, experiment in found:
         store = Store(store_uri, experiment, artifact_root)

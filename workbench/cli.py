@@ -221,7 +221,10 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else workdir / "dashboard"
     faults.check_folder(out, "--out" if args.out else "the dashboard folder", write=True)
     try:
-        pages = build_site(args.tracking_uri or local_tracking_uri(workdir), out, layout.artifacts(workdir), args.study)
+        # --study takes a study's name or its file, as `wb results` and `wb status` do.
+        only = (cli_reports.load_study(args.study).name if args.study and args.study.endswith((".yaml", ".yml"))
+                else args.study)
+        pages = build_site(args.tracking_uri or local_tracking_uri(workdir), out, layout.artifacts(workdir), only)
     except ValueError as e:
         raise SpecError(str(e)) from None
     print(f"dashboard: {out / 'index.html'} ({len(pages)} {'study' if len(pages) == 1 else 'studies'})")
@@ -317,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_run)
     cli_reports.add_commands(sub, _store_options)
     p = sub.add_parser("dashboard", help="build the static dashboard site from the tracking store")
-    p.add_argument("--study", help="only this study (default: every study in the store)")
+    p.add_argument("--study", help="only this study, by name or study file (default: every study in the store)")
     _store_options(p)
     p.add_argument("--out", help="site folder (default: WORKDIR/dashboard)")
     p.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 after building it")

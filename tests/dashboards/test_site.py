@@ -139,10 +139,14 @@ def test_deltas_are_taken_against_the_studys_tagged_base(quickstart, tmp_path):
     exp = client.get_experiment_by_name("quickstart")
     parent = client.search_runs([exp.experiment_id], "tags.wb_kind = 'study'")[0]
     client.set_tag(parent.info.run_id, "base_variant", "FoX (Pro) - forget gate")
-    built = wb("dashboard", "--workdir", workdir, "--study", "quickstart", "--out", tmp_path / "site")
-    assert built.returncode == 0, built.stderr[-2000:]
+    # --study takes the study's file as `wb results` does, or its name.
+    built = wb("dashboard", "--workdir", workdir, "--study", ROOT / "studies/quickstart.yaml", "--out", tmp_path / "site")
+    assert built.returncode == 0 and "(1 study)" in built.stdout, built.stderr[-2000:]
     page = next((tmp_path / "site").glob("study-quickstart-*.html")).read_text()
     assert "&Delta; vs FoX (Pro) - forget gate</th>" in page
+    unknown = wb("dashboard", "--workdir", workdir, "--study", "quickstrat", "--out", tmp_path / "site")
+    assert unknown.returncode == 2 and "--study 'quickstrat': no such study" in unknown.stderr
+    assert "(the studies there: quickstart)" in unknown.stderr
 
 
 def test_the_seed_spread_shows_every_seed_of_every_row_around_its_mean(site):
