@@ -253,9 +253,8 @@ def cmd_results(args: argparse.Namespace) -> int:
         raise SpecError(f"wb results takes one study, or two to compare; got {len(args.study)}")
     loaded = [results_of(target, args) for target in args.study]
     for name, _, runs, _ in loaded:
-        if runs.is_empty():
-            print(f"error: {no_trials(name, args)}", file=sys.stderr)
-            return 1
+        if runs.is_empty():  # nothing there to read: an error of what was asked, code 2 as in `wb status`
+            raise SpecError(no_trials(name, args))
         check_metric(runs, args.metric)
     if len(loaded) == 2:
         return compare_results(args, loaded)

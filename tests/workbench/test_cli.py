@@ -197,14 +197,14 @@ def test_results_of_a_study_with_no_trials_say_why(tmp_path):
     from workbench.tracking import Store, create_local_store, local_tracking_uri
 
     empty = wb("results", "quickstart", "--workdir", str(tmp_path / "none"))
-    assert empty.returncode == 1
+    assert empty.returncode == 2
     assert f"error: no trials of study 'quickstart' in {tmp_path / 'none'}: no tracking store there" in empty.stderr
     workdir = tmp_path / "w"
     workdir.mkdir()
     create_local_store(workdir)
     Store(local_tracking_uri(workdir), "other", layout.artifacts(workdir)).parent_run("other")
     elsewhere = wb("results", "quickstart", "--workdir", str(workdir))
-    assert elsewhere.returncode == 1
+    assert elsewhere.returncode == 2
     assert f"error: no trials of study 'quickstart' in {workdir}; its store holds 'other'" in elsewhere.stderr
 
 
