@@ -37,10 +37,23 @@ def search_point(tune_config: dict) -> dict:
 
 def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: float | None = None,
                     gpu: float = 0.0) -> None:
-    if spec.train.workers > 1:  # a TorchTrainer of its own (workbench/ray_train.py)
-        from workbench.ray_train import fit_workers_trial
+    reporter = TuneReporter(spec.train.tokens, progress_s)
+    # Studies of one workdir share its trial folders: two drivers running the very same trial (two
+    # studies that both hold it, or a `wb train` into the folder) would interleave one checkpoint.
+    # The lock is held here, in the Tune trial's process, for the workers of a multi-worker trial too.
+    with FolderLock(out) as lock:
+        if not lock.held:
+            reporter.send(reporter.payload(wb_failed=busy_folder(out)))
+            return
+        if spec.train.workers > 1:  # a TorchTrainer of its own (workbench/ray_train.py)
+            from workbench.ray_train import fit_workers_trial
 
-        return fit_workers_trial(spec, out, cpus, gpu, telemetry, progress_s)
+            return fit_workers_trial(spec, out, cpus, gpu, telemetry, progress_s)
+        _train_here(spec, out, cpus, reporter, telemetry)
+
+
+def _train_here(spec, out: Path, cpus: float, reporter: TuneReporter, telemetry=None) -> None:
+    """One process: the trial trains in this Tune worker and reports through ``reporter``."""
     import torch
 
     from workbench.telemetry import reset_peak_rss
@@ -53,20 +66,13 @@ def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: fl
         # count against this one's recompile limit.
         torch.compiler.reset()
     reset_peak_rss()  # the actor may have run other trials: this one's peak is its own
-    reporter = TuneReporter(spec.train.tokens, progress_s)
-    # Studies of one workdir share its trial folders: two drivers running the very same trial (two
-    # studies that both hold it, or a `wb train` into the folder) would interleave one checkpoint.
-    with FolderLock(out) as lock:
-        if not lock.held:
-            reporter.send(reporter.payload(wb_failed=busy_folder(out)))
-            return
-        try:
-            result = run_trial(spec, out, reporter, telemetry=telemetry)
-        except Exception as e:  # recorded FAILED with its reason; the study goes on
-            import traceback
+    try:
+        result = run_trial(spec, out, reporter, telemetry=telemetry)
+    except Exception as e:  # recorded FAILED with its reason; the study goes on
+        import traceback
 
-            reporter.send(reporter.payload(wb_failed=failure_reason(e), wb_traceback=traceback.format_exc()))
-            return
+        reporter.send(reporter.payload(wb_failed=failure_reason(e), wb_traceback=traceback.format_exc()))
+        return
     reporter.send(reporter.payload(tokens=result["train_tokens"], val_loss=result["val_loss"], wb_done=True, wb_result=result))
 
 

@@ -255,6 +255,31 @@ def test_a_study_mixes_one_and_two_worker_trials_and_records_each_once(tmp_path)
     assert cells == {"FoX (Pro)": ["2"], "no gate": ["1"]}
 
 
+def test_a_multi_worker_trial_whose_folder_is_in_use_is_not_trained_twice(tmp_path):
+    """The folder lock a one-process trial takes holds for a trial of two workers as well: while
+    another process trains its folder, the study records it FAILED with the reason and trains the
+    rest; no worker writes a checkpoint there."""
+    from workbench.cli_reports import load_study
+    from workbench.folder_lock import FolderLock
+    from workbench.study import expand
+
+    study = write_mixed_study(tmp_path, "locked", workers=2)
+    two = next(t for t in expand(load_study(str(study))) if t.spec.train.workers == 2)
+    temp_dir = tempfile.mkdtemp(prefix="wbm-", dir="/tmp")
+    try:
+        with FolderLock(tmp_path / "w" / "trials" / two.spec_hash) as lock:
+            assert lock.held
+            proc = wb("run", study, "--workdir", tmp_path / "w", env=ray_env(temp_dir), timeout=400)
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    runs = {r.data.tags["variant"]: r for r in trial_runs(tmp_path / "w", "locked")[1]}
+    assert runs["FoX (Pro)"].info.status == "FAILED"
+    assert "is being trained by another process" in runs["FoX (Pro)"].data.tags["error"]
+    assert runs["no gate"].info.status == "FINISHED"
+    assert not (tmp_path / "w" / "trials" / two.spec_hash / "checkpoint.pt").exists()
+
+
 def test_bad_worker_settings_are_refused_before_anything_starts(tmp_path):
     zero = wb("run", write_mixed_study(tmp_path, "zero", workers=0), "--workdir", tmp_path / "w")
     assert zero.returncode == 2 and "resources.workers" in zero.stderr and "greater than 0" in zero.stderr, zero.stderr
