@@ -109,11 +109,15 @@ def running_detail(store: Store, run, now: float) -> str:
     if not history:
         return f"starting (0/{total:,} tokens)"
     history = sorted(history, key=lambda m: m.step)
-    first, last = history[0], history[-1]
+    last, start = history[-1], run.info.start_time
+    # A trial resumed from its checkpoint sent the steps before it again, with the times they were
+    # trained at, before this run started: its rate counts from the resume, as `wb run`'s does.
+    own = [m for m in history if m.timestamp >= start]
+    resumed_at = max((m.step for m in history if m.timestamp < start), default=0)
     # Rate from its first report to its last, or from its start while it has reported once; the same
     # ETA as `wb run` shows.
-    origin = (first.timestamp / 1000, first.step) if last.step > first.step else (run.info.start_time / 1000, 0)
-    quiet = max(0.0, now - last.timestamp / 1000)
+    origin = (own[0].timestamp / 1000, own[0].step) if len(own) > 1 else (start / 1000, resumed_at)
+    quiet = max(0.0, now - max(last.timestamp, start) / 1000)
     eta = eta_s(total, origin, (last.timestamp / 1000, last.step), now)
     text = (f"{last.step:,}/{total:,} tokens ({100 * last.step / max(total, 1):.0f}%)  loss {last.value:.3f}  "
             f"eta {format_seconds(eta)}")

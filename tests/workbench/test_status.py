@@ -168,3 +168,36 @@ def test_a_variant_renamed_in_the_file_keeps_its_runs_in_results_and_status(tmp_
     assert "+1.000" in out.stdout and "to run" not in out.stdout, out.stdout
     text = wb("status", path, "--workdir", workdir).stdout
     assert "4 finished" in text and "no KV-shift / seed 1" in text and "FoX (Pro)" not in text, text
+
+
+def test_a_resumed_trials_eta_counts_from_its_resume(tmp_path):
+    """A trial resumed from its checkpoint sends its earlier steps again with the times they were
+    trained at (an hour ago here): the ETA takes the rate of the steps since the resume only."""
+    study = {"name": "resumed", "base": BASE, "seeds": [0], "design": {"kind": "variants", "variants": [{"name": "a"}]}}
+    path = tmp_path / "resumed.yaml"
+    path.write_text(__import__("yaml").safe_dump(study))
+    trial = expand(validate(StudySpec, study))[0]
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    create_local_store(workdir)
+    store = Store(local_tracking_uri(workdir), "resumed", workdir / "mlartifacts")
+    parent = store.study_run("resumed", "", "test")
+    driver = Lease(store.client, parent, "resumed").claim()
+    run = store.start_trial(parent, "resumed", trial, "test")
+    started = store.client.get_run(run).info.start_time
+    hour_ago = started - 3_600_000
+    store.log_metrics(run, [("train_loss", 5.0 - i / 10, 1000 * i, hour_ago + 1000 * i) for i in range(1, 5)])
+    line = lambda: next(l for l in wb("status", path, "--workdir", workdir).stdout.splitlines() if "a / seed 0" in l)
+    text = line()  # no step since the resume yet: no rate, and not an hour quiet
+    assert "4,000/10,240 tokens (39%)" in text and "eta ?" in text and "no report for" not in text, text
+    asked = time.time()
+    store.log_metrics(run, [("train_loss", 4.0, 5000, started + 10_000), ("train_loss", 3.9, 6000, started + 20_000)])
+    text = line()
+    answered = time.time()
+    # 1000 tokens in 10 s since the resume: the 4,240 to go take 42.4 s from the last step.
+    eta = re.search(r"eta (?:(\d+) min )?(\d+) s", text)
+    seconds = int(eta.group(1) or 0) * 60 + int(eta.group(2))
+    last = (started + 20_000) / 1000
+    assert "6,000/10,240 tokens (59%)" in text
+    assert 42.4 - max(0, answered - last) - 1 <= seconds <= 42.4 - max(0, asked - last) + 1, text
+    driver.release()
