@@ -119,6 +119,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             # GPU samples keep the time they were taken: MLflow's UI plots system metrics by it.
             rows += [(k, v, s["tokens"], s["time_ms"]) for s in result.get("wb_system", []) for k, v in s.items()
                      if k.startswith("system/")]
+            if result.get("wb_resumed"):  # tagged before the steps it sends again are logged
+                store.resumed(run_id, result["wb_resumed"]["tokens"])
             store.log_metrics(run_id, rows)
             total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)  # what the lines show
             if result.get("wb_resumed"):

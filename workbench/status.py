@@ -110,10 +110,10 @@ def running_detail(store: Store, run, now: float) -> str:
         return f"starting (0/{total:,} tokens)"
     history = sorted(history, key=lambda m: m.step)
     last, start = history[-1], run.info.start_time
-    # A trial resumed from its checkpoint sent the steps before it again, with the times they were
-    # trained at, before this run started: its rate counts from the resume, as `wb run`'s does.
-    own = [m for m in history if m.timestamp >= start]
-    resumed_at = max((m.step for m in history if m.timestamp < start), default=0)
+    # A trial resumed from its checkpoint sent the steps up to it again, with the times they were
+    # first trained at: its rate counts from the resume, as `wb run`'s does.
+    resumed_at = int(run.data.tags.get("resumed_tokens", 0))
+    own = [m for m in history if m.step > resumed_at]
     # Rate from its first report to its last, or from its start while it has reported once; the same
     # ETA as `wb run` shows.
     origin = (own[0].timestamp / 1000, own[0].step) if len(own) > 1 else (start / 1000, resumed_at)

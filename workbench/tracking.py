@@ -233,6 +233,11 @@ class Store:
         self.client.log_batch(run_id, tags=tags)
         self.client.set_terminated(run_id, "FINISHED")
 
+    def resumed(self, run_id: str, tokens: int) -> None:
+        """The trial picked up from its checkpoint at ``tokens``: the steps up to there that it sends
+        again are its earlier run's, with their times (wb status's rate leaves them out)."""
+        self.client.set_tag(run_id, "resumed_tokens", str(tokens))
+
     def fail_trial(self, run_id: str, reason: str, traceback: str = "") -> None:
         self.client.set_tag(run_id, "error", reason[:5000])
         if traceback:  # its end: where it was raised

@@ -187,6 +187,7 @@ def test_a_resumed_trials_eta_counts_from_its_resume(tmp_path):
     started = store.client.get_run(run).info.start_time
     hour_ago = started - 3_600_000
     store.log_metrics(run, [("train_loss", 5.0 - i / 10, 1000 * i, hour_ago + 1000 * i) for i in range(1, 5)])
+    store.resumed(run, 4000)  # the runner's record of where it picked up
     line = lambda: next(l for l in wb("status", path, "--workdir", workdir).stdout.splitlines() if "a / seed 0" in l)
     text = line()  # no step since the resume yet: no rate, and not an hour quiet
     assert "4,000/10,240 tokens (39%)" in text and "eta ?" in text and "no report for" not in text, text

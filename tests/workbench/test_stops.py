@@ -85,14 +85,19 @@ def test_ctrl_c_kills_the_runs_exits_130_and_the_rerun_resumes_with_the_whole_hi
     # The driver says (on stderr, with its other trial lines) how many trials resume and where each picked up.
     resumed = {r.data.tags["spec_hash"] for r in killed} & written
     assert f"{len(killed)} to run ({len(resumed)} from a checkpoint)" in again.stderr, again.stderr[-3000:]
+    at = {}
     for spec_hash in resumed:
-        assert re.search(rf"resume .*\[{spec_hash}\]  from its checkpoint at step \d+, [\d,]+/{LONG_TRAIN['tokens']:,} tokens",
-                         again.stderr), again.stderr[-3000:]
+        found = re.search(rf"resume .*\[{spec_hash}\]  from its checkpoint at step \d+, ([\d,]+)/{LONG_TRAIN['tokens']:,} tokens",
+                          again.stderr)
+        assert found, again.stderr[-3000:]
+        at[spec_hash] = found.group(1).replace(",", "")
     # The closing summary counts them among the trials that finished now.
     assert f"{len(killed)} finished now ({len(resumed)} of them from a checkpoint); 0 failed" in again.stdout, \
         again.stdout[-3000:]
     client, _ = store(workdir, "stopped")
     finished = [r for r in runs(workdir, "stopped") if r.info.status == "FINISHED"]
+    # Each resumed run records where it picked up (wb status's rate leaves out the steps before it).
+    assert {r.data.tags["spec_hash"]: r.data.tags["resumed_tokens"] for r in finished if "resumed_tokens" in r.data.tags} == at
     # The resumed trials' tracked loss curves are those of an uninterrupted run, from the first step.
     fresh = tmp_path / "fresh"
     straight = wb("run", study, "--workdir", fresh)
