@@ -330,7 +330,7 @@ def _seed_ranges(seeds: Any) -> Any:
     out: list[int] = []
     for item in seeds.split(","):
         first, dash, last = item.strip().partition("-")
-        if not first.strip().isdigit() or (dash and not last.strip().isdigit()):
+        if not first.strip().isdecimal() or (dash and not last.strip().isdecimal()):
             raise ValueError(f"{item.strip()!r} is not a seed or a range of seeds; write {_SEED_FORMS}")
         lo, hi = int(first), int(last) if dash else int(first)
         if hi < lo:
