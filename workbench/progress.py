@@ -86,14 +86,20 @@ class LiveView:
         self._draw()
 
     def update(self, key: str, label: str, total: int, tokens: int, loss: float | None,
-               started: float | None = None, start_tokens: int = 0) -> None:
+               started: float | None = None, start_tokens: int = 0,
+               steps: list[tuple[float, int]] | None = None) -> None:
         """A trial's progress; ``started`` (when it started, at ``start_tokens``: 0, or a resumed
-        trial's checkpoint's) gives an ETA from its first report on."""
+        trial's checkpoint's) gives an ETA from its first report on. ``steps``: (time, tokens) of
+        the steps the report carries, each stamped when it ended: the rate then runs from its first
+        step, so that neither the start-up nor the reports' batching counts in it."""
         now = time.time()
         p = self.trials.setdefault(key, TrialProgress(label, total, started=started, start_tokens=start_tokens))
         p.tokens, p.loss, p.at = tokens, loss if loss is not None else p.loss, now
+        steps = [s for s in steps or [] if s[1] > p.start_tokens]  # a resumed trial's earlier steps: not its rate's
+        if steps:
+            p.at, p.tokens = steps[-1]
         if p.first is None:
-            p.first = (now, tokens)
+            p.first = steps[0] if steps else (now, tokens)
         if self.live:
             self._clear()
             self._draw()

@@ -125,7 +125,7 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)  # what the lines show
             if result.get("wb_resumed"):
                 at = result["wb_resumed"]
-                out.resumed_from = (time.time(), at["tokens"])  # its rate counts from here
+                out.resumed_from = (at.get("time_ms", time.time() * 1000) / 1000, at["tokens"])  # its rate counts from here
                 step = f"step {at['step']:,}, " if at.get("step") is not None else ""
                 _say(f"resume   {trial_label(out.trial)}  [{out.trial.spec_hash}]  from its checkpoint at {step}"
                      f"{at['tokens']:,}/{total:,} tokens")
@@ -141,7 +141,8 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
                 losses = [s["train_loss"] for s in result.get("wb_steps", []) if "train_loss" in s]
                 started, start_tokens = out.resumed_from or (out.started, 0)
                 progress.VIEW.update(trial.trial_id, trial_label(out.trial), total,
-                                     result.get("tokens", 0), losses[-1] if losses else None, started, start_tokens)
+                                     result.get("tokens", 0), losses[-1] if losses else None, started, start_tokens,
+                                     [(s["time_ms"] / 1000, s["tokens"]) for s in result.get("wb_steps", []) if "time_ms" in s])
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             if trial.trial_id not in self.keys:

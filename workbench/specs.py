@@ -323,14 +323,22 @@ _SEED_FORMS = "a list such as [0, 1, 2], or a string of seeds and ranges such as
 
 
 def _seed_ranges(seeds: Any) -> Any:
-    """``'0-250'`` is seeds 0 to 250; ``'0-23, 30'`` adds seed 30. Anything but a string passes
-    through to the list's own checks."""
-    if not isinstance(seeds, str):
+    """``'0-250'`` is seeds 0 to 250; ``'0-23, 30'`` adds seed 30. A list passes through to its
+    own checks; a lone number is refused (seed 3, or 3 seeds? the file must say)."""
+    if isinstance(seeds, list):
+        if any(isinstance(s, str) for s in seeds):
+            raise ValueError(f"a range is a string of its own ('0-2, 5'), not an item of a list; write {_SEED_FORMS}")
         return seeds
+    if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 0:
+        raise ValueError(f"{seeds} is one number, not a list of seeds: write [{seeds}] for seed {seeds}"
+                         + (f", or '0-{seeds - 1}' for {seeds} seeds" if seeds > 1 else ""))
+    if not isinstance(seeds, str):
+        raise ValueError(f"{seeds!r} is not a list of seeds; write {_SEED_FORMS}")
     out: list[int] = []
+    digits = lambda s: s.strip().isascii() and s.strip().isdecimal()
     for item in seeds.split(","):
         first, dash, last = item.strip().partition("-")
-        if not first.strip().isdecimal() or (dash and not last.strip().isdecimal()):
+        if not digits(first) or (dash and not digits(last)):
             raise ValueError(f"{item.strip()!r} is not a seed or a range of seeds; write {_SEED_FORMS}")
         lo, hi = int(first), int(last) if dash else int(first)
         if hi < lo:

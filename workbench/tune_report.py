@@ -55,7 +55,8 @@ class TuneReporter:
         report: its new tracked run holds the whole series an uninterrupted run logs."""
         self.steps = [dict(h) for h in history] + self.steps
         if history:
-            self.resumed = {"step": history[-1].get("step"), "tokens": history[-1]["tokens"]}
+            self.resumed = {"step": history[-1].get("step"), "tokens": history[-1]["tokens"],
+                            "time_ms": int(time.time() * 1000)}  # when it picked up: its rate's origin
 
     def payload(self, **fields) -> dict:
         """A result for Tune: ``fields`` with the steps and GPU samples buffered since the last one

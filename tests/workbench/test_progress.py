@@ -37,3 +37,18 @@ def test_a_resumed_trials_first_eta_counts_from_its_checkpoint_not_from_zero(mon
     view = LiveView(io.StringIO(), live=False)
     view.update("t", "A / seed 0", 10_000, 5_000, 3.0, started=1_000.0, start_tokens=4_000)
     assert view.trials["t"].eta_s(1_010.0) == pytest.approx(50.0)  # 100 tokens/s, 5,000 to go
+
+
+def test_the_steps_a_report_carries_time_the_rate_from_its_first_step(monkeypatch):
+    """Each step is stamped when it ended: the first report's rate already leaves out the start-up
+    (here 100 s of compiling before the first step), and a resumed trial's earlier steps, sent again
+    with their old times, are not counted."""
+    clock = [1_000.0]
+    monkeypatch.setattr(progress.time, "time", lambda: clock[0])
+    view = LiveView(io.StringIO(), live=False)
+    view.update("t", "A / seed 0", 10_000, 1_000, 4.0, started=900.0, steps=[(995.0, 500), (1_000.0, 1_000)])
+    assert view.trials["t"].eta_s(1_000.0) == pytest.approx(90.0)  # 100 tokens/s, not 10 from the start
+    view.update("r", "A / seed 1", 10_000, 5_000, 3.0, started=1_000.0, start_tokens=4_000,
+                steps=[(10.0, 3_000), (20.0, 4_000), (1_005.0, 4_500), (1_010.0, 5_000)])
+    clock[0] = 1_010.0
+    assert view.trials["r"].eta_s(1_010.0) == pytest.approx(50.0)  # 100 tokens/s since the resume

@@ -147,6 +147,13 @@ def test_search_draws_per_variant_and_is_reproducible():
          "seeds: seed 2 is listed twice"),
         ({"name": "s", "base": BASE, "seeds": "0-100000", "design": {"kind": "variants", "variants": [{"name": "x"}]}},
          "seeds: '0-100000' names more than 100,000 seeds"),
+        # A lone number: seed 3, or 3 seeds? The file must say.
+        ({"name": "s", "base": BASE, "seeds": 3, "design": {"kind": "variants", "variants": [{"name": "x"}]}},
+         "seeds: 3 is one number, not a list of seeds: write [3] for seed 3, or '0-2' for 3 seeds"),
+        ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": ["0-2", 5]}]}},
+         "design.variants[0].seeds (x): a range is a string of its own ('0-2, 5'), not an item of a list"),
+        ({"name": "s", "base": BASE, "seeds": "\u0660-\u0663", "design": {"kind": "variants", "variants": [{"name": "x"}]}},
+         "seeds: '\u0660-\u0663' is not a seed or a range of seeds"),
         ({"name": "s", "base": BASE, "design": {"kind": "variants", "variants": [{"name": "x", "seeds": [2**64]}]}},
          "design.variants[0].seeds[0] (x): Input should be less than 9223372036854775808"),
         ({"name": "s", "base": BASE, "seeds": [0, 1], "design": {"kind": "variants", "compare_to": "b", "variants": [
