@@ -22,7 +22,7 @@ def _load_model_spec(target: str):
 
     data = read_yaml(target)
     # A trial file holds its model under `model`; a model file is the ModelSpec itself.
-    if isinstance(data, dict) and "model" in data and isinstance(data["model"], dict):
+    if isinstance(data, dict) and "model" in data:  # a ModelSpec has no field `model`
         return validate(TrialModel, {"model": data["model"]}, target).model
     return validate(ModelSpec, data, target)
 

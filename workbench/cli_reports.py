@@ -83,7 +83,7 @@ def no_trials(name: str, args: argparse.Namespace) -> str:
 
     where = args.tracking_uri or args.workdir
     if not layout.has_store(Path(args.workdir), args.tracking_uri):
-        return f"no trials of study {name!r} in {where}: no tracking store there (run the study first, or give --workdir)"
+        return f"no trials of study {name!r} in {where}: no tracking store there (run the study there first, or give the --workdir it ran in)"
     held = [s for s, _ in results.studies(args.tracking_uri or local_tracking_uri(Path(args.workdir)))]
     return f"no trials of study {name!r} in {where}; " + (f"its store holds {', '.join(map(repr, held))}" if held
                                                            else "its store holds no study yet")
@@ -216,7 +216,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     workdir = Path(args.workdir)
     if not layout.has_store(workdir, args.tracking_uri):
-        raise SpecError(f"--workdir {workdir}: no tracking store here (mlflow.db); run a study first")
+        first = (f"`wb run {args.study} --workdir {workdir}` starts it" if args.study and args.study.endswith((".yaml", ".yml"))
+                 else "run a study first")
+        raise SpecError(f"--workdir {workdir}: no tracking store here (mlflow.db); {first}")
     if args.study:
         study = load_study(args.study) if args.study.endswith((".yaml", ".yml")) else None
         name = study.name if study else args.study

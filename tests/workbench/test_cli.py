@@ -28,6 +28,9 @@ def test_info_of_a_bad_file_is_one_clear_error(tmp_path):
     trial.write_text("model: {preset: fox_pro, d_modl: 32}\ntrain: {tokens: 1000}\n")
     out = wb("info", str(trial))
     assert out.returncode == 2 and "  model.d_modl: Extra inputs are not permitted (got 32); did you mean 'd_model'?" in out.stderr
+    trial.write_text("model: [1, 2]\n")
+    out = wb("info", str(trial))
+    assert out.returncode == 2 and "  model: Input should be a valid dictionary" in out.stderr
     missing = wb("info", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2 and "no such file" in missing.stderr
     # A bare name is a preset's, misspelt: the nearest one is offered.
@@ -199,6 +202,10 @@ def test_results_of_a_study_with_no_trials_say_why(tmp_path):
     empty = wb("results", "quickstart", "--workdir", str(tmp_path / "none"))
     assert empty.returncode == 2
     assert f"error: no trials of study 'quickstart' in {tmp_path / 'none'}: no tracking store there" in empty.stderr
+    # `wb status` of a study file there says how to start it.
+    quickstart = str(Path(__file__).resolve().parents[2] / "studies" / "quickstart.yaml")
+    never = wb("status", quickstart, "--workdir", str(tmp_path / "none"))
+    assert never.returncode == 2 and f"`wb run {quickstart} --workdir {tmp_path / 'none'}` starts it" in never.stderr
     workdir = tmp_path / "w"
     workdir.mkdir()
     create_local_store(workdir)
