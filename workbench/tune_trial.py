@@ -41,15 +41,20 @@ def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: fl
     # Studies of one workdir share its trial folders: two drivers running the very same trial (two
     # studies that both hold it, or a `wb train` into the folder) would interleave one checkpoint.
     # The lock is held here, in the Tune trial's process, for the workers of a multi-worker trial too.
-    with FolderLock(out) as lock:
-        if not lock.held:
-            reporter.send(reporter.payload(wb_failed=busy_folder(out)))
-            return
-        if spec.train.workers > 1:  # a TorchTrainer of its own (workbench/ray_train.py)
-            from workbench.ray_train import fit_workers_trial
+    try:
+        with FolderLock(out) as lock:
+            if not lock.held:
+                reporter.send(reporter.payload(wb_failed=busy_folder(out)))
+                return
+            if spec.train.workers > 1:  # a TorchTrainer of its own (workbench/ray_train.py)
+                from workbench.ray_train import fit_workers_trial
 
-            return fit_workers_trial(spec, out, cpus, gpu, telemetry, progress_s)
-        _train_here(spec, out, cpus, reporter, telemetry)
+                return fit_workers_trial(spec, out, cpus, gpu, telemetry, progress_s)
+            _train_here(spec, out, cpus, reporter, telemetry)
+    except OSError as e:  # the folder cannot be made or opened (a read-only workdir): the trial's failure
+        import traceback
+
+        reporter.send(reporter.payload(wb_failed=failure_reason(e), wb_traceback=traceback.format_exc()))
 
 
 def _train_here(spec, out: Path, cpus: float, reporter: TuneReporter, telemetry=None) -> None:

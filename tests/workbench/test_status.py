@@ -129,7 +129,7 @@ def test_runs_left_running_by_a_driver_that_is_gone_are_stalled_not_running(tmp_
         assert "`wb run` runs it again" in line and "running" not in line and "eta" not in line, line
     assert "study 'orphan': 2 trials: 1 stalled, 1 to run" in wb("status", path, "--workdir", workdir).stdout
     # A driver elsewhere (another host) is judged by its heartbeat alone: fresh, it is running; old, stalled.
-    store.client.set_tag(parent, lease.TAG, json.dumps({**held, "host": "elsewhere", "pid": 1}))
+    store.client.set_tag(parent, lease.TAG, json.dumps({**held, "host": "elsewhere", "pid": 1, "heartbeat": time.time()}))
     assert "1 running, 1 to run" in wb("status", path, "--workdir", workdir).stdout
     store.client.set_tag(parent, lease.TAG, json.dumps({**held, "host": "elsewhere", "heartbeat": time.time() - 120}))
     line = next(l for l in wb("status", path, "--workdir", workdir).stdout.splitlines() if "a / seed 0" in l)
