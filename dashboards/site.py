@@ -281,14 +281,16 @@ def index_row(page: str, study: str, info: dict) -> str:
             f'<td>{esc(info.get("best", ""))}</td></tr>')
 
 
-def build_site(store_uri: str, out: Path, artifact_root: Path | None = None, only: str | None = None) -> dict:
-    """Write the site into ``out``; returns {study: page file}."""
+def build_site(store_uri: str, out: Path, artifact_root: Path | None = None, only: str | None = None,
+               where: str | None = None) -> dict:
+    """Write the site into ``out``; returns {study: page file}. ``where``: the store as errors name
+    it (the workdir the user gave; default the URI)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "plotly.min.js").write_text(get_plotlyjs())
     every = results.studies(store_uri)
     found = [(s, e) for s, e in every if only is None or s == only]
     if only is not None and not found:
-        raise ValueError(f"--study {only!r}: no such study in {store_uri} "
+        raise ValueError(f"--study {only!r}: no such study in {where or store_uri} "
                          f"(the studies there: {', '.join(s for s, _ in every) or 'none'})")
     pages, items = {}, []
     for study, experiment in found:

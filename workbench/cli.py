@@ -224,7 +224,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         # --study takes a study's name or its file, as `wb results` and `wb status` do.
         only = (cli_reports.load_study(args.study).name if args.study and args.study.endswith((".yaml", ".yml"))
                 else args.study)
-        pages = build_site(args.tracking_uri or local_tracking_uri(workdir), out, layout.artifacts(workdir), only)
+        pages = build_site(args.tracking_uri or local_tracking_uri(workdir), out, layout.artifacts(workdir), only,
+                           where=str(args.tracking_uri or workdir))
     except ValueError as e:
         raise SpecError(str(e)) from None
     print(f"dashboard: {out / 'index.html'} ({len(pages)} {'study' if len(pages) == 1 else 'studies'})")

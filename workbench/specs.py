@@ -318,7 +318,7 @@ def _distinct(seeds: list[int]) -> list[int]:
     return seeds
 
 
-_MOST_SEEDS = 100_000  # a range past this is a typo, not a study (each seed trains every row)
+_MOST_SEEDS = 10_000  # a range past this is a typo, not a study (each seed trains every row)
 _SEED_FORMS = "a list such as [0, 1, 2], or a string of seeds and ranges such as '0-250' or '0-23, 30' (both ends included)"
 
 

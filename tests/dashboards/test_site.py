@@ -145,7 +145,7 @@ def test_deltas_are_taken_against_the_studys_tagged_base(quickstart, tmp_path):
     page = next((tmp_path / "site").glob("study-quickstart-*.html")).read_text()
     assert "&Delta; vs FoX (Pro) - forget gate</th>" in page
     unknown = wb("dashboard", "--workdir", workdir, "--study", "quickstrat", "--out", tmp_path / "site")
-    assert unknown.returncode == 2 and "--study 'quickstrat': no such study" in unknown.stderr
+    assert unknown.returncode == 2 and f"--study 'quickstrat': no such study in {workdir} " in unknown.stderr
     assert "(the studies there: quickstart)" in unknown.stderr
 
 
