@@ -222,7 +222,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     faults.check_folder(out, "--out" if args.out else "the dashboard folder", write=True)
     try:
         # --study takes a study's name or its file, as `wb results` and `wb status` do.
-        only = (cli_reports.load_study(args.study).name if args.study and cli_reports.names_file(args.study)
+        only = (cli_reports.load_study(args.study).name if args.study and args.study.endswith((".yaml", ".yml"))
                 else args.study)
         pages = build_site(args.tracking_uri or local_tracking_uri(workdir), out, layout.artifacts(workdir), only,
                            where=str(args.tracking_uri or workdir))

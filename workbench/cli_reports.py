@@ -16,11 +16,6 @@ def load_study(path: str):
     return _load_study(path)
 
 
-def names_file(target: str) -> bool:
-    """A study named by its file (``studies/x.yaml``) rather than by its name in the store."""
-    return target.endswith((".yaml", ".yml"))
-
-
 def is_study_file(target: str) -> bool:
     from workbench.errors import read_yaml
     from workbench.presets import PRESETS
@@ -62,7 +57,7 @@ def results_of(target: str, args: argparse.Namespace):
 
     from workbench import results
 
-    study = load_study(target) if names_file(target) else None
+    study = load_study(target) if target.endswith((".yaml", ".yml")) else None
     name = study.name if study else target
     store = results.read_store(Path(args.workdir), name, study.experiment if study else None, args.tracking_uri)
     if store is None:
@@ -221,22 +216,22 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     workdir = Path(args.workdir)
     if not layout.has_store(workdir, args.tracking_uri):
-        first = (f"`wb run {args.study} --workdir {workdir}` starts it" if args.study and names_file(args.study)
+        first = (f"`wb run {args.study} --workdir {workdir}` starts it" if args.study and args.study.endswith((".yaml", ".yml"))
                  else "run a study first")
         raise SpecError(f"--workdir {workdir}: no tracking store here (mlflow.db); {first}")
     if args.study:
-        study = load_study(args.study) if names_file(args.study) else None
+        study = load_study(args.study) if args.study.endswith((".yaml", ".yml")) else None
         name = study.name if study else args.study
         store = results.read_store(workdir, name, study.experiment if study else None, args.tracking_uri)
         where = args.tracking_uri or workdir
-        held = lambda: ", ".join(n for n, _ in results.studies(args.tracking_uri or local_tracking_uri(workdir))) or "none"
+        held = ", ".join(n for n, _ in results.studies(args.tracking_uri or local_tracking_uri(workdir))) or "none"
         if store is None and study is None:
-            raise SpecError(f"study {name!r}: not in {where} (the studies there: {held()})")
+            raise SpecError(f"study {name!r}: not in {where} (the studies there: {held})")
         runs = results.all_runs(store, name) if store is not None else []
         states = status.trial_states(store, runs, expand(study) if study else None, no_driver=status.no_driver(store, name))
         print("\n".join(status.lines(name, states)))
         if store is None:
-            print(f"study {name!r} has not run in {where} (the studies there: {held()}); "
+            print(f"study {name!r} has not run in {where} (the studies there: {held}); "
                   f"`wb run {args.study} --workdir {workdir}"
                   + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else "") + "` starts it")
         return 0

@@ -119,15 +119,16 @@ def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outc
             # GPU samples keep the time they were taken: MLflow's UI plots system metrics by it.
             rows += [(k, v, s["tokens"], s["time_ms"]) for s in result.get("wb_system", []) for k, v in s.items()
                      if k.startswith("system/")]
-            total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)  # what the lines show
             if result.get("wb_resumed"):  # tagged before the steps it sends again are logged
+                store.resumed(run_id, result["wb_resumed"]["tokens"])
+            store.log_metrics(run_id, rows)
+            total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)  # what the lines show
+            if result.get("wb_resumed"):
                 at = result["wb_resumed"]
-                store.resumed(run_id, at["tokens"])
                 out.resumed_from = (at.get("time_ms", time.time() * 1000) / 1000, at["tokens"])  # its rate counts from here
                 step = f"step {at['step']:,}, " if at.get("step") is not None else ""
                 _say(f"resume   {trial_label(out.trial)}  [{out.trial.spec_hash}]  from its checkpoint at {step}"
                      f"{at['tokens']:,}/{total:,} tokens")
-            store.log_metrics(run_id, rows)
             if result.get("wb_done"):
                 store.finish_trial(run_id, result["wb_result"])
                 self._end(out, "FINISHED", val_ppl=result["wb_result"]["val_ppl"], epochs=result["wb_result"].get("data_epochs"))

@@ -50,17 +50,15 @@ def _run_and_report(spec, out: Path, cpus: float, telemetry=None, progress_s: fl
                 from workbench.ray_train import fit_workers_trial
 
                 return fit_workers_trial(spec, out, cpus, gpu, telemetry, progress_s)
-            result = _train_here(spec, out, cpus, reporter, telemetry)
-            reporter.send(reporter.payload(tokens=result["train_tokens"], val_loss=result["val_loss"], wb_done=True,
-                                           wb_result=result))
-    except Exception as e:  # recorded FAILED with its reason (a training's, or a folder that cannot be made); the study goes on
+            _train_here(spec, out, cpus, reporter, telemetry)
+    except OSError as e:  # the folder cannot be made or opened (a read-only workdir): the trial's failure
         import traceback
 
         reporter.send(reporter.payload(wb_failed=failure_reason(e), wb_traceback=traceback.format_exc()))
 
 
-def _train_here(spec, out: Path, cpus: float, reporter: TuneReporter, telemetry=None) -> dict:
-    """One process: the trial trains in this Tune worker, reporting through ``reporter``; its result."""
+def _train_here(spec, out: Path, cpus: float, reporter: TuneReporter, telemetry=None) -> None:
+    """One process: the trial trains in this Tune worker and reports through ``reporter``."""
     import torch
 
     from workbench.telemetry import reset_peak_rss
@@ -73,7 +71,14 @@ def _train_here(spec, out: Path, cpus: float, reporter: TuneReporter, telemetry=
         # count against this one's recompile limit.
         torch.compiler.reset()
     reset_peak_rss()  # the actor may have run other trials: this one's peak is its own
-    return run_trial(spec, out, reporter, telemetry=telemetry)
+    try:
+        result = run_trial(spec, out, reporter, telemetry=telemetry)
+    except Exception as e:  # recorded FAILED with its reason; the study goes on
+        import traceback
+
+        reporter.send(reporter.payload(wb_failed=failure_reason(e), wb_traceback=traceback.format_exc()))
+        return
+    reporter.send(reporter.payload(tokens=result["train_tokens"], val_loss=result["val_loss"], wb_done=True, wb_result=result))
 
 
 def busy_folder(out: Path) -> str:
