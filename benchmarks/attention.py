@@ -29,16 +29,15 @@ import torch.nn.functional as F
 
 import common
 
-SHAPES = [(8, 16, 2048, 64), (2, 16, 8192, 64), (1, 16, 16384, 64), (8, 8, 2048, 128), (1, 8, 16384, 128)]
 LOG_EPS = -10.0
 PRUNED = "ours, ACP"
 
 
 def kept_fraction(q, k, log_f) -> float:
     """Share of the causal key positions our pruned forward visits on these inputs."""
-    from kernels.attention import pruning
-    from kernels.attention.configs import default_config
-    from kernels.attention.launch import gate_cumsum, use_tma
+    from foxwb.kernels.attention import pruning
+    from foxwb.kernels.attention.configs import default_config
+    from foxwb.kernels.attention.launch import gate_cumsum, use_tma
 
     D, T = q.shape[-1], q.shape[1]
     cfg = default_config(D, T, use_tma(q, k))
@@ -50,7 +49,7 @@ def kept_fraction(q, k, log_f) -> float:
 
 def peer_kernels(peers: Path) -> dict:
     """name -> (fn(q, k, v, log_f) on (B, T, H, D) inputs, needs_gate)."""
-    from kernels.attention.op import forgetting_attention_triton
+    from foxwb.kernels.attention.op import forgetting_attention_triton
 
     found = {"ours": forgetting_attention_triton,
              PRUNED: lambda q, k, v, g: forgetting_attention_triton(q, k, v, g, log_pruning_tolerance=LOG_EPS)}
@@ -114,7 +113,7 @@ def rel(a, b):
 
 
 def check(fn, N=1024, B=2, H=4, D=64):
-    from kernels.attention.naive import forgetting_attention_grads_chunked
+    from foxwb.kernels.attention.naive import forgetting_attention_grads_chunked
 
     q, k, v, log_f = make_inputs(B, H, N, D)
     out = fn(q, k, v, log_f)
@@ -175,7 +174,7 @@ def main(argv=None):
             results["accuracy_vs_fp64"][name] = check(fn)
         except Exception as e:  # a peer that fails is reported, the others still run
             results["accuracy_vs_fp64"][name] = {"error": repr(e)[:300]}
-    for B, H, N, D in SHAPES:
+    for B, H, N, D in common.ATTENTION_SHAPES:
         flops = 4 * B * H * N * N * D / 2
         for name, fn in {**gated, **plain}.items():
             layout = "bhtd" if name in plain else "bthd"
@@ -203,7 +202,7 @@ def print_table(results):
     print("accuracy vs fp64 (rel L2, N=1024): " + "; ".join(
         f"{k}: " + (", ".join(f"{n} {v:.1e}" for n, v in r.items()) if "error" not in r else r["error"][:60])
         for k, r in results["accuracy_vs_fp64"].items()))
-    shapes = sorted({(r["B"], r["H"], r["N"], r["D"]) for r in results["runs"]}, key=SHAPES.index)
+    shapes = sorted({(r["B"], r["H"], r["N"], r["D"]) for r in results["runs"]}, key=common.ATTENTION_SHAPES.index)
     kernels = list(dict.fromkeys(r["kernel"] for r in results["runs"]))
     print("TFLOP/s fwd / fwd+bwd (peak MiB); ACP rows: effective, [share of causal keys visited]")
     print(f"{'kernel':<26}" + "".join(f"{','.join(map(str, s)):>26}" for s in shapes))

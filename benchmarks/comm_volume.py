@@ -5,7 +5,7 @@ FSDP2 all-gathers and reduce-scatters per optimizer step, and the scaling estima
 
 Default trial: the paper's 125M FoX (Pro) (studies/throughput/fox_pro_125m.yaml), built on the
 CPU. Each measurement spawns N processes (gloo) that run the workbench's own training loop
-(workbench.train.train with workbench.distributed.Workers: the model wrapped by DDP or FSDP2,
+(foxwb.workbench.train.loop.train with foxwb.workbench.train.distributed.Workers: the model wrapped by DDP or FSDP2,
 forward, backward, clipping, AdamW, the loss's mean over the workers) for ``--steps`` steps of
 one sequence of ``--context`` tokens per worker: the volume depends on the parameters, not on
 the batch or the context. A TorchDispatchMode sees every c10d collective a worker issues
@@ -20,7 +20,7 @@ parameters' (fp32, as on the GPU, where autocast leaves parameters and gradients
 counts are the GPU's; what the CPU does not tell is the bandwidth (assumed, below).
 
 The count is set beside a formula from the parameter count P (P_blocks in the blocks, P_root the
-rest: embedding, head, final norm): DDP all-reduces 4 P bytes; FSDP2 (workbench.distributed:
+rest: embedding, head, final norm): DDP all-reduces 4 P bytes; FSDP2 (foxwb.workbench.train.distributed:
 each block sharded, then the model) all-gathers each block in the forward and again in the
 backward but the root once (FSDP2 keeps the root's parameters gathered from the forward into the
 backward), 4 (2 P_blocks + P_root), and reduce-scatters 4 P. ``--small`` adds two small models
@@ -126,14 +126,14 @@ def worker(rank: int, workers: int, rendezvous: str, spec_json: str, out: str) -
     """One of the N processes: the trial's steps under the workbench's loop, collectives counted."""
     import torch
 
-    from workbench.data import load_data
-    from workbench.distributed import Workers, init_process_group
-    from workbench.execution import Execution
-    from workbench.model import build_model
-    from workbench.specs import TrialSpec
+    from foxwb.workbench.data.load import load_data
+    from foxwb.workbench.train.distributed import Workers, init_process_group
+    from foxwb.workbench.execution import Execution
+    from foxwb.workbench.model import build_model
+    from foxwb.workbench.spec.trial import TrialSpec
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    from workbench.train import train
+    from foxwb.workbench.train.loop import train
 
     torch.set_num_threads(1)
     device = torch.device("cpu")
@@ -192,8 +192,8 @@ def _spawn(workers: int, spec_json: str) -> dict:
 
 
 def measure(trial: dict, parallel: str, workers: int, steps: int, context: int) -> dict:
-    from workbench.errors import validate
-    from workbench.specs import TrialSpec
+    from foxwb.workbench.spec.errors import validate
+    from foxwb.workbench.spec.trial import TrialSpec
 
     data = {**trial.get("data", {}), "kind": "builtin", "context": context, "max_bytes": 200_000}
     train = {**trial.get("train", {}), "batch_size": workers, "grad_accum": 1, "tokens": steps * workers * context,
@@ -240,7 +240,7 @@ def estimate(rows: dict[str, dict], rate: float) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    from workbench.errors import read_yaml
+    from foxwb.workbench.spec.errors import read_yaml
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trial", nargs="?", default=DEFAULT, help=f"trial YAML (default {DEFAULT})")

@@ -16,8 +16,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # `python benchmarks/<name>.py` from a checkout without the package installed
-    sys.path.insert(0, str(ROOT))
+
+# The attention benchmark's (B, H, N, D) shapes, which benchmarks/tune.py also tunes the kernel for.
+ATTENTION_SHAPES = [(8, 16, 2048, 64), (2, 16, 8192, 64), (1, 16, 16384, 64), (8, 8, 2048, 128), (1, 8, 16384, 128)]
 
 
 def machine() -> str:
@@ -29,7 +30,7 @@ def machine() -> str:
 def provenance(argv: list[str] | None = None) -> dict:
     """Date (UTC), machine, versions (python, torch, triton, the code's git commit and source
     fingerprint) and the command line."""
-    from workbench.trial import versions
+    from foxwb.workbench.train.trial import versions
 
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
             "versions": versions(), "command": " ".join(["python", *sys.argv[:1], *(argv if argv is not None else sys.argv[1:])])}

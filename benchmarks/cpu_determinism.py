@@ -52,10 +52,10 @@ def probe_sums(max_threads: int) -> dict[str, int]:
 def child(trial_path: str, out: str, mode: str, result: str, sums: str, threads: str) -> None:
     """One training in this process (mode straight, kill or resume; ``threads``: a count that
     overrides the spec's, or ""); its rows to ``result``."""
-    from workbench.data import load_data
-    from workbench.model import build_model
-    from workbench.specs import TrialSpec
-    from workbench.train import train
+    from foxwb.workbench.data.load import load_data
+    from foxwb.workbench.model import build_model
+    from foxwb.workbench.spec.trial import TrialSpec
+    from foxwb.workbench.train.loop import train
 
     trial = TrialSpec.model_validate(yaml.safe_load(Path(trial_path).read_text()))
     if threads or trial.train.cpu_threads:

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 
 import common
-from dashboards.site import build_site
-from workbench.study import Trial
-from workbench.specs import TrialSpec
-from workbench.tracking import Store, local_tracking_uri
+from foxwb.dashboards.site import build_site
+from foxwb.workbench.spec.study import Trial
+from foxwb.workbench.spec.trial import TrialSpec
+from foxwb.workbench.run.tracking import Store, local_tracking_uri
 
 
 def fill(workdir: Path, runs: int, seeds: int, positions: int) -> None:

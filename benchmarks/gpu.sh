@@ -25,11 +25,13 @@
 #                                      # N workers where N > 1 GPUs (~4 min on one GPU)
 #
 # On the GPU machine, first: the workbench's dependencies installed (torch and triton as the machine
-# has them; pip install of the rest, or wheels carried in), and PYTHONPATH on the checkout. The peers' code lives in the git-ignored .peers/ (docs/kernels.md).
+# has them; pip install of the rest, or wheels carried in); the checkout itself need not be installed
+# (scripts/checkout_path.sh, sourced below, makes it importable as foxwb). The peers' code lives in the git-ignored .peers/ (docs/kernels.md).
 set -u
 OUT=${OUT:-/tmp/bench-out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
+source scripts/checkout_path.sh
 export PYTHONUNBUFFERED=1
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(tests kernels trials)  # ray-train: only when named
@@ -74,7 +76,7 @@ db = sqlite3.connect(sys.argv[1])
 db.execute('CREATE INDEX IF NOT EXISTS index_metrics_run_uuid ON metrics (run_uuid)')
 db.execute('CREATE INDEX IF NOT EXISTS index_metrics_run_uuid_key_step ON metrics (run_uuid, \"key\", step)')
 db.commit()" "$wd/mlflow.db"
-      timeout -k 30 -s INT "${STABILITY_SECONDS:-560}" python3 -m workbench.cli run "${STABILITY_STUDY:-studies/stability.yaml}" \
+      timeout -k 30 -s INT "${STABILITY_SECONDS:-560}" python3 -m foxwb.workbench.cli.main run "${STABILITY_STUDY:-studies/stability.yaml}" \
         --workdir "$wd" > "$OUT/stability.log" 2>&1 || status=1
       cp "$wd/mlflow.db" "$OUT/stability.db"
       python3 -c "import lzma, shutil, sys

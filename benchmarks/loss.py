@@ -4,7 +4,7 @@
 
 Both sides compute mean cross-entropy of (rows, d) @ (V, d)^T in bf16 and its gradients for h
 and the weight, forward + backward, timed with triton.testing.do_bench (median, ms). The torch
-side is what workbench.model did before the fused loss: F.linear then F.cross_entropy on the
+side is what foxwb.workbench.model did before the fused loss: F.linear then F.cross_entropy on the
 fp32-upcast logits, under torch.compile. Also: the row kernel alone for a grid of (BLOCK_V,
 warps), and the bytes it moves over its time. Prints a table, writes JSON. CUDA only.
 """
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from triton.testing import do_bench
 
 import common
-from kernels.loss.op import ce_rows, linear_cross_entropy, padded_weight
+from foxwb.kernels.loss.op import ce_rows, linear_cross_entropy, padded_weight
 
 
 def _torch_loss(h, w, t):

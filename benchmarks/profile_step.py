@@ -21,13 +21,13 @@ from pathlib import Path
 import torch
 
 import common
-from workbench.data import load_data
-from workbench.errors import read_yaml, validate
-from workbench.execution import Execution
-from workbench.model import build_model
-from workbench.specs import TrialSpec
-from workbench.steps import BatchQueue, make_optimizer, step_callable, train_step
-from workbench.train import autocast_for
+from foxwb.workbench.data.load import load_data
+from foxwb.workbench.spec.errors import read_yaml, validate
+from foxwb.workbench.execution import Execution
+from foxwb.workbench.model import build_model
+from foxwb.workbench.spec.trial import TrialSpec
+from foxwb.workbench.train.steps import BatchQueue, make_optimizer, step_callable, train_step
+from foxwb.workbench.train.loop import autocast_for
 
 # First match wins: inductor's kernels are named "triton_" and after the ops they fuse or feed
 # ("..._forgetting_attention_bwd_..._qkv_prep_bwd_..." is a fused elementwise kernel, neither the

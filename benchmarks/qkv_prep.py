@@ -5,8 +5,8 @@
 Both sides take the block's projection output (B, T, 3HD + 2H + HD + H, padded to a multiple of
 64) in bf16 and return q, k, v (B, T, H, D): KV-shift on k and v, per-head RMSNorm of q and k
 (FoX (Pro)'s block), and the gates' HD + H logits (and the padding) as a slice, whose gradient both sides write
-into the projection's. The torch side is what workbench.model runs without the kernel (the split, then
-components.kv_shift and components.qk_norm) under torch.compile; its compile is timed once, then
+into the projection's. The torch side is what foxwb.workbench.model runs without the kernel (the split, then
+foxwb.components.kv_shift and foxwb.components.qk_norm) under torch.compile; its compile is timed once, then
 the numbers are do_bench medians (ms) of the forward and of forward + backward (the gradient of
 the projection and of both scales). One layer's share of this work is a few dozen microseconds,
 of the order of the eager launch costs these figures include; the training step replays it as a
@@ -23,13 +23,13 @@ import torch
 from triton.testing import do_bench
 
 import common
-from components.kv_shift import token_shift
-from components.norm import rms_norm
-from kernels.qkv_prep import op as qp
+from foxwb.components.kv_shift import token_shift
+from foxwb.components.norm import rms_norm
+from foxwb.kernels.qkv_prep import op as qp
 
 
 def _rest(H, D):
-    """The column groups after the shift logits, as workbench.model hands them on: the output
+    """The column groups after the shift logits, as foxwb.workbench.model hands them on: the output
     gate's (H D) and the forget gate's (H) logits."""
     return [H * D, H]
 

@@ -1,4 +1,4 @@
-"""How often workbench.scaling's 95% intervals cover the truth, on synthetic ladders.
+"""How often foxwb.workbench.analysis.scaling.fit's 95% intervals cover the truth, on synthetic ladders.
 
     python benchmarks/scaling_coverage.py [--reps 200] [--boot 200] [--only law,crossing,chinchilla] [--out FILE]
 
@@ -30,9 +30,9 @@ import time
 import numpy as np
 
 import common
-from workbench import scaling_solve as solve
-from workbench.scaling import FitOptions, crossing, fit_law
-from workbench.scaling_ladder import Ladder, resample
+from foxwb.workbench.analysis.scaling import solve
+from foxwb.workbench.analysis.scaling.fit import FitOptions, crossing, fit_law
+from foxwb.workbench.analysis.scaling.ladder import Ladder, resample
 
 LAW = {"E": 1.7, "A": 400.0, "alpha": 0.34}
 TARGETS = {"5M": 5e6, "60M": 6e7, "360M": 3.6e8}

@@ -23,10 +23,10 @@ from pathlib import Path
 import torch
 
 import common
-from workbench.errors import read_yaml, validate
-from workbench.runner import run_study
-from workbench.study import StudySpec, expand
-from workbench.trial import run_trial
+from foxwb.workbench.spec.errors import read_yaml, validate
+from foxwb.workbench.run.runner import run_study
+from foxwb.workbench.spec.study import StudySpec, expand
+from foxwb.workbench.train.trial import run_trial
 
 
 def timed_study(study: StudySpec, workdir: Path, **kw) -> tuple[float, float, float, list]:

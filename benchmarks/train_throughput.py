@@ -11,7 +11,7 @@ trials alternating (A, B, A, B, ...) so that a machine's drift does not favour o
 each run and the ratio of every trial's mean tokens/s to the first trial's; writes JSON.
 
 ``--launch``: one trial (default the 125M FoX (Pro)) through each way of launching it, in this
-order: the plain one-process path (`wb train`), then Ray Train (workbench/ray_train.py) with one
+order: the plain one-process path (`wb train`), then Ray Train (workbench/run/ray_train.py) with one
 worker under DDP and under FSDP, and with every visible GPU (N > 1) under both: tokens/s of the
 whole trial, MFU, the speed-up over the plain path, and the largest relative difference of the
 per-step training loss from the plain run's (the same spec: the same global batches).
@@ -35,7 +35,7 @@ KEPT = ("tokens_per_s", "mfu", "val_loss", "steps", "n_params", "device", "peak_
 
 
 def run_one(trial: str, out: Path, timeout: int) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "train", trial, "--out", str(out), "--no-resume"],
+    proc = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "train", trial, "--out", str(out), "--no-resume"],
                           cwd=common.ROOT, capture_output=True, text=True, timeout=timeout)
     if proc.returncode:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
@@ -60,10 +60,10 @@ def run_launched(trial: str, out: Path, timeout: int, workers: int, parallel: st
 def one(trial: str, out: Path, workers: int | None, parallel: str, steps: int | None) -> int:
     """The child of run_launched: the trial (``steps`` optimizer steps) on the plain path
     (workers None) or on Ray Train, into ``out``."""
-    from workbench.errors import read_yaml, validate
-    from workbench.ray_train import run_workers, with_workers
-    from workbench.specs import TrialSpec
-    from workbench.trial import run_trial
+    from foxwb.workbench.spec.errors import read_yaml, validate
+    from foxwb.workbench.run.ray_train import run_workers, with_workers
+    from foxwb.workbench.spec.trial import TrialSpec
+    from foxwb.workbench.train.trial import run_trial
 
     data = read_yaml(trial)
     if steps:

@@ -2,14 +2,14 @@
 
     python benchmarks/tune.py [--out tune.json] [--jobs 12] [--quick] [--shapes B,H,N,D ...]
 
-For each (B, H, N, D) of benchmarks/attention.py's SHAPES and the 125M training shape it times every forward
+For each (B, H, N, D) of benchmarks/common.py's ATTENTION_SHAPES and the 125M training shape it times every forward
 tile config, then the backward (every dK/dV config with dQ at its default, then every dQ config
 with dK/dV at its best), each by the median of do_bench on bf16 inputs. ``--quick`` skips the
 search and times the installed configs. All configs
 are compiled first by ``--jobs`` processes in parallel (Triton's disk cache then serves the timing
 process), since compiling one by one takes longer than timing. Writes the per-shape results and
 a table by sequence length (the winner at each benchmarked N serves lengths up to N, the longest
-one everything beyond) that ``install`` puts into kernels.attention.configs.H200_CONFIGS (or
+one everything beyond) that ``install`` puts into foxwb.kernels.attention.configs.H200_CONFIGS (or
 POINTER_CONFIGS where the kernels read the inputs through pointers, not TMA); the
 committed table is copied from such a run (docs/kernels.md, "Tiles"). ``--shapes`` searches
 only the shapes named (a few minutes of GPU time for one shape instead of all six): its JSON has
@@ -28,9 +28,8 @@ from concurrent.futures import ProcessPoolExecutor
 import torch
 
 import common
-from attention import SHAPES
-from kernels.attention import configs, launch
-from kernels.attention.configs import KernelConfig, TileConfig
+from foxwb.kernels.attention import configs, launch
+from foxwb.kernels.attention.configs import KernelConfig, TileConfig
 
 # (BLOCK_M, BLOCK_N, warps, stages), and for the forward whether its loop runs ahead (fwd_ahead)
 FWD_SPACE = list(itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4), (False, True)))
@@ -181,7 +180,7 @@ def main(argv=None):
     ap.add_argument("--shapes", nargs="+", type=parse_shape, metavar="B,H,N,D",
                     help="only these shapes (default: the benchmark's and the 125M training shape); no table")
     args = ap.parse_args(argv)
-    shapes = args.shapes or SHAPES + TRAIN_SHAPES
+    shapes = args.shapes or common.ATTENTION_SHAPES + TRAIN_SHAPES
     if args.jobs > 1 and not args.quick:
         precompile(args.jobs, shapes)
     per_shape = {",".join(map(str, s)): tune_shape(*s, search=not args.quick) for s in shapes}

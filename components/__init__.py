@@ -1,6 +1,8 @@
 """Pluggable attention-block components, one module per mechanism, and their registry."""
-from components import forget_gate, kv_shift, mlp, norm, output_gate, output_norm, qk_norm, rope  # noqa: F401  (registers the kinds)
-from components.registry import (
+from foxwb.components import (  # noqa: F401  (registers the kinds)
+    forget_gate, kv_shift, mlp, norm, output_gate, output_norm, qk_norm, rope,
+)
+from foxwb.components.registry import (
     ATTENTION_SLOTS,
     BLOCK_SLOTS,
     SLOTS,

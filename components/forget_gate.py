@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from pydantic import PositiveFloat, model_validator
 
-from components.registry import BlockDims, ComponentSpec, none_kind, register
+from foxwb.components.registry import BlockDims, ComponentSpec, none_kind, register
 
 none_kind("forget_gate")
 
@@ -30,7 +30,7 @@ class DataDependentGate(nn.Module):
         self.proj = nn.Linear(d_model, n_heads, bias=True)
         self.bias_init = bias_init
         self.logit_normalizer = logit_normalizer
-        if lr_scale != 1.0:  # read by the optimizer's parameter groups (workbench/train.py)
+        if lr_scale != 1.0:  # read by the optimizer's parameter groups (workbench/train/loop.py)
             for p in self.proj.parameters():
                 p.lr_scale = lr_scale
 

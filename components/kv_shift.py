@@ -13,7 +13,7 @@ import torch.nn as nn
 from pydantic import PositiveFloat
 from torch.nn.utils import parametrize
 
-from components.registry import BlockDims, ComponentSpec, none_kind, register
+from foxwb.components.registry import BlockDims, ComponentSpec, none_kind, register
 
 none_kind("kv_shift")
 

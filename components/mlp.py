@@ -8,7 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from pydantic import PositiveFloat, PositiveInt
 
-from components.registry import BlockDims, ComponentSpec, register
+from foxwb.components.registry import BlockDims, ComponentSpec, register
 
 
 def swiglu_hidden(d_model: int, hidden_ratio: float, multiple_of: int) -> int:

@@ -8,7 +8,7 @@ import torch.nn as nn
 
 from pydantic import PositiveFloat
 
-from components.registry import BlockDims, ComponentSpec, register
+from foxwb.components.registry import BlockDims, ComponentSpec, register
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 import torch
 import torch.nn as nn
 
-from components.registry import BlockDims, ComponentSpec, none_kind, register
+from foxwb.components.registry import BlockDims, ComponentSpec, none_kind, register
 
 none_kind("output_gate")
 

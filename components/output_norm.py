@@ -11,8 +11,8 @@ import torch
 import torch.nn as nn
 from pydantic import PositiveFloat
 
-from components.norm import rms_norm
-from components.registry import BlockDims, ComponentSpec, none_kind, register
+from foxwb.components.norm import rms_norm
+from foxwb.components.registry import BlockDims, ComponentSpec, none_kind, register
 
 none_kind("output_norm")
 

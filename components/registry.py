@@ -43,7 +43,7 @@ class ComponentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     slot: ClassVar[str]
     # Options added after trials were run with the behaviour of their default: the spec hash
-    # leaves them out while they hold that default (workbench.spec_base), so those trials keep theirs.
+    # leaves them out while they hold that default (foxwb.workbench.spec.base), so those trials keep theirs.
     _new_fields: ClassVar[frozenset[str]] = frozenset()
 
     def build(self, dims: BlockDims) -> nn.Module | None:
@@ -85,7 +85,7 @@ def load_entry_points() -> None:
     if _entry_points_loaded:
         return
     _entry_points_loaded = True
-    import components  # noqa: F401  (the built-in kinds first: a plug-in cannot take their names)
+    from foxwb import components  # noqa: F401  (the built-in kinds first: a plug-in cannot take their names)
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = (ep.dist.name, ep.dist.version) if ep.dist is not None else ("an unknown distribution", "")

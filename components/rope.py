@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 from pydantic import PositiveFloat
 
-from components.registry import BlockDims, ComponentSpec, none_kind, register
+from foxwb.components.registry import BlockDims, ComponentSpec, none_kind, register
 
 none_kind("rope")
 

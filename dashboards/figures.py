@@ -1,4 +1,4 @@
-"""Figures of one study from the frames of workbench.results: the ablation table (HTML, Table 3
+"""Figures of one study from the frames of foxwb.workbench.analysis.runs: the ablation table (HTML, Table 3
 layout), per-position loss L(i) and P(l), training curves, hyperparameter sensitivity, which
 heads forget, and parameter counts with throughput. Every string from the store is escaped: names are data."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
-from workbench import table
-from workbench.report import SPIKES, chosen_note
+from foxwb.workbench.analysis import table
+from foxwb.workbench.analysis.report import SPIKES, chosen_note
 
 # Table 3's column order, with the paper's names.
 SLOT_NAMES = {"rope": "RoPE", "forget_gate": "Forget gate", "qk_norm": "QK-norm", "output_gate": "Output gate",
@@ -69,7 +69,7 @@ def _delta_cell(r: dict, alpha: float, holm: bool) -> str:
 
 
 def ablation_table(rows: pl.DataFrame, info: table.StudyInfo, metric: str = "val_ppl", holm: bool = True) -> str:
-    """One row per table row (workbench.table): the kind per slot, parameters, seeds (marked when
+    """One row per table row (foxwb.workbench.analysis.table): the kind per slot, parameters, seeds (marked when
     fewer than the study asks for), mean with 95% CI, delta vs the base with the paired comparison,
     its p and MDE, the runs by state (failures' reasons on hover), spikes and the workers per trial."""
     head = "".join(f"<th>{n}</th>" for n in SLOT_NAMES.values())
@@ -191,7 +191,7 @@ SEEDS_TITLE = "Seed spread: each seed's {metric} against its row's mean"
 
 
 def seeds_figure(values: dict[str, dict[int, float]], order: list[str], metric: str = "val_ppl") -> go.Figure:
-    """values: row -> {seed: metric} (workbench.table.row_seed_values). A box per row in ``order``
+    """values: row -> {seed: metric} (foxwb.workbench.analysis.table.row_seed_values). A box per row in ``order``
     with every seed a dot, at its difference from the row's mean in % of that mean, so that rows of
     very different levels share one axis; the row's label carries n and the sd in %. The spread
     the power analysis reads is that of paired differences, which a seed effect shared by the rows
@@ -278,7 +278,7 @@ def scaling_figure(ladder: pl.DataFrame, fits: list, order: list[str]) -> go.Fig
     """Loss against non-embedding parameters (log-log): every run as a marker, each variant's fitted
     law over its ladder and on to its extrapolation with the 95% band of the bootstrap refits, the
     prediction marked with its interval."""
-    from workbench.scaling_solve import law
+    from foxwb.workbench.analysis.scaling.solve import law
 
     fig = go.Figure()
     colors = _colors(order)
@@ -346,7 +346,7 @@ def fits_table(fits: list, crossings: list) -> str:
 
 def effect_figure(effects: list[dict], metric: str, axis: str) -> go.Figure:
     """Each variant's paired difference from the base at every point of the axis, with its 95% CI
-    over the seeds (workbench/effects.py)."""
+    over the seeds (workbench/analysis/effects.py)."""
     fig = go.Figure()
     colors = _colors([e["variant"] for e in effects])
     for e in effects:

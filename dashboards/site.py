@@ -12,10 +12,10 @@ import plotly.io as pio
 import polars as pl
 from plotly.offline import get_plotlyjs
 
-from dashboards import confirm, figures
-from dashboards.figures import esc
-from workbench import results, status, table
-from workbench.tracking import Store
+from foxwb.dashboards import confirm_page, figures
+from foxwb.dashboards.figures import esc
+from foxwb.workbench.analysis import runs as results, status, table
+from foxwb.workbench.run.tracking import Store
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 table.ablation{border-collapse:collapse;font-size:14px}table.ablation td,table.ablation th{border-bottom:1px solid #ddd;padding:4px 8px}
@@ -68,7 +68,7 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     if everything.is_empty():
         page.html("<p>No trials tracked yet.</p>")
         return page.render(), {"variants": 0, "runs": 0}
-    # One definition of the base, the order and the rows, as `wb results` (workbench.table).
+    # One definition of the base, the order and the rows, as `wb results` (foxwb.workbench.analysis.table).
     info = table.study_info(study, everything, parent_tags=tags)
     rows = table.study_table(everything, info)
     page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(rows, info) + "</section>")
@@ -111,23 +111,23 @@ def seeds_section(page: Page, runs: pl.DataFrame, rows: pl.DataFrame, info: tabl
 
 def confirm_section(page: Page, store: Store, runs: list, tags: dict, info: table.StudyInfo) -> None:
     """Tune, then confirm: per variant its search, the chosen point and the confirmation runs
-    (dashboards/confirm.py)."""
-    choice, seeds, metric = confirm.choice_of(tags)
+    (dashboards/confirm_page.py)."""
+    choice, seeds, metric = confirm_page.choice_of(tags)
     if info.design_kind == "crossed":
-        # Chosen per cell (workbench/confirm.py): the table names each cell's choice under its row
+        # Chosen per cell (workbench/run/confirm.py): the table names each cell's choice under its row
         # (the table's `chosen`); the per-variant search figure below is for the other designs.
         return
-    found = confirm.points(store, runs, tags)
+    found = confirm_page.points(store, runs, tags)
     if not found:
         return
-    page.html(f'<section id="search-and-confirmation"><h2>{confirm.TITLE}</h2>')
-    page.figure(confirm.figure(found, choice, info.order, metric))
-    page.html(confirm.summary(found, choice, seeds, info.order, metric) + "</section>")
+    page.html(f'<section id="search-and-confirmation"><h2>{confirm_page.TITLE}</h2>')
+    page.figure(confirm_page.figure(found, choice, info.order, metric))
+    page.html(confirm_page.summary(found, choice, seeds, info.order, metric) + "</section>")
 
 
 def scaling_section(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> None:
     """A scaling study's laws: the loss-parameters figure and the fitted parameters (docs/scaling.md)."""
-    from workbench.scaling_study import fit_study
+    from foxwb.workbench.analysis.scaling.laws import fit_study
 
     ladder, fits, crossings = fit_study(table.normalise(runs), info.order, info.extrapolate_to)
     page.html("<section><h2>Scaling laws</h2>")
@@ -139,9 +139,9 @@ def scaling_section(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> No
 
 
 def effect_sections(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> None:
-    """Effect versus an axis (workbench/effects.py): a scaling or crossed design's variants against
+    """Effect versus an axis (workbench/analysis/effects.py): a scaling or crossed design's variants against
     the base along its axis; a grid's first axis along each other axis."""
-    from workbench.effects import effects, grid_effects
+    from foxwb.workbench.analysis.effects import effects, grid_effects
 
     if info.design_kind in ("scaling", "crossed"):
         found = effects(table.study_table(runs, info, "val_loss"), info.axis)
@@ -195,7 +195,7 @@ def curve_sections(page: Page, store: Store, runs: list, frame: pl.DataFrame, or
         page.html(f"<section><h2>{figures.KEPT_HISTORY_TITLE}</h2>")
         page.figure(figures.training_curves_figure(kept, "acp_kept_fraction"))
         page.html(f'<p class="note">{esc(figures.KEPT_HISTORY_NOTE)}</p></section>')
-    searched = results.searched_values([r for r in runs if r.data.tags.get("stage") != confirm.STAGE])
+    searched = results.searched_values([r for r in runs if r.data.tags.get("stage") != confirm_page.STAGE])
     if sensitivity and not searched.is_empty() and "val_loss" in frame.columns:
         points = searched.join(frame.filter(pl.col("alias_of").is_null()).select("run_id", "variant", "val_loss"), on="run_id")
         page.html("<section><h2>Hyperparameter sensitivity</h2>")

@@ -1,26 +1,26 @@
 """The workbench's kernels, one subpackage per operation, each with its reference twin (``naive``),
 its Triton kernels and the op torch sees:
 
-- ``kernels.attention``: forgetting attention (``forgetting_attention``), with adaptive
+- ``foxwb.kernels.attention``: forgetting attention (``forgetting_attention``), with adaptive
   computation pruning;
-- ``kernels.qkv_prep``: KV-shift and QK-norm from the block's projection (``prepare_qkv``);
-- ``kernels.loss``: the LM head's cross-entropy (``linear_cross_entropy``).
+- ``foxwb.kernels.qkv_prep``: KV-shift and QK-norm from the block's projection (``prepare_qkv``);
+- ``foxwb.kernels.loss``: the LM head's cross-entropy (``linear_cross_entropy``).
 
-``kernels.runtime`` holds what they share. This package imports nothing else of the workbench.
+``foxwb.kernels.runtime`` holds what they share. This package imports nothing else of the workbench.
 """
-from kernels.attention import BACKENDS, forgetting_attention, forgetting_attention_naive
-from kernels.loss import linear_cross_entropy_naive
-from kernels.qkv_prep import prepare_qkv_naive
+from foxwb.kernels.attention import BACKENDS, forgetting_attention, forgetting_attention_naive
+from foxwb.kernels.loss import linear_cross_entropy_naive
+from foxwb.kernels.qkv_prep import prepare_qkv_naive
 
 
 def __getattr__(name: str):
     # The Triton ops are imported on first use: Triton reads TRITON_INTERPRET when it decorates a kernel.
     if name == "prepare_qkv":
-        from kernels.qkv_prep.op import prepare_qkv
+        from foxwb.kernels.qkv_prep.op import prepare_qkv
 
         return prepare_qkv
     if name == "linear_cross_entropy":
-        from kernels.loss.op import linear_cross_entropy
+        from foxwb.kernels.loss.op import linear_cross_entropy
 
         return linear_cross_entropy
     raise AttributeError(f"module 'kernels' has no attribute {name!r}")

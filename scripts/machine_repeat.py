@@ -3,8 +3,8 @@ one GPU and the rest on another; some of the first GPU's seeds were trained agai
 (the same trials: the same spec hashes). This compares, from the study's `wb results --format json`
 and the repeat's `wb run` output:
 
-- the repeat against the first runs of the same seeds, paired (workbench.stats.paired);
-- the study's seeds by machine, unpaired (Welch, workbench.stats.welch; Mann-Whitney and Levene's
+- the repeat against the first runs of the same seeds, paired (foxwb.workbench.analysis.stats.paired);
+- the study's seeds by machine, unpaired (Welch, foxwb.workbench.analysis.stats.welch; Mann-Whitney and Levene's
   test from scipy): the shift the repeat is to explain.
 
     python scripts/machine_repeat.py --log docs/results/llama_h100_repeat.log \
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sp
 
-from workbench import stats
+from foxwb.workbench.analysis import stats
 
 
 def repeat_runs(log: str, row: str) -> dict[int, tuple[str, float]]:

@@ -1,13 +1,13 @@
 """A metric's history over training, per row of a study, from its tracking store: at every logged
 step (tokens), the mean over the row's seeds with their range, and with ``--base ROW`` each other
 row's paired difference from that row at that step (mean of the per-seed differences, 95% t CI,
-two-sided paired t-test p: workbench.stats.paired). Prints a Markdown table; ``--json`` also
+two-sided paired t-test p: foxwb.workbench.analysis.stats.paired). Prints a Markdown table; ``--json`` also
 writes the numbers. Errors exit 2.
 
     python scripts/metric_history.py --workdir DIR --study acp_16k --metric acp_kept_fraction
     python scripts/metric_history.py --workdir DIR --study acp_16k --metric val_loss --base "FoX (Pro)"
 
-A row is a variant at one search point (the table's rows, workbench.table); a step counts the
+A row is a variant at one search point (the table's rows, foxwb.workbench.analysis.table); a step counts the
 seeds that logged the metric there. Use it for what a run's final value hides: when two arms part
 during training, or how a logged share (acp_kept_fraction) moves as the gates learn.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from workbench import results, stats, table
+from foxwb.workbench.analysis import runs as results, stats, table
 
 
 def history_by_row(store, runs: list, frame: pl.DataFrame, metric: str) -> dict[str, dict[int, dict[int, float]]]:

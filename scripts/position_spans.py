@@ -12,7 +12,7 @@ variant at one search point; its value over a span is the mean over the span's p
 mean over the seeds whose result file is there (the count is printed). Prints a Markdown table.
 With ``--base ROW``, a second table gives each other row's paired difference from that row over
 each span: the mean over the seeds both rows have of the per-seed differences of span means, its
-95% t CI and the paired t-test's p (workbench.stats.paired). With ``--seeds ROW``, a table of
+95% t CI and the paired t-test's p (foxwb.workbench.analysis.stats.paired). With ``--seeds ROW``, a table of
 that row's seeds, best val_ppl first, each with its span means: whether a row's slow seeds lose
 over the whole context or only far into it. ``--json PATH`` also writes the numbers: each row's
 seeds, span means and per-seed span means, and with ``--base`` the paired differences.
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from workbench import results, stats
+from foxwb.workbench.analysis import runs as results, stats
 
 
 def spans_by_row(frame: pl.DataFrame, found: dict[str, dict], edges: list[int]) -> list[dict]:

@@ -3,10 +3,10 @@
     python scripts/reproduction.py --workdir runs/table3 --out-json docs/results/table3.json \
         --out-png docs/reproduction-per-position.png
 
-Reads the finished runs the dashboard reads (workbench.results), prints a Markdown table of
+Reads the finished runs the dashboard reads (foxwb.workbench.analysis.runs), prints a Markdown table of
 val_ppl (mean and 95% CI over seeds, every seed's value) beside the paper's Table 3, writes the
 same as JSON with each variant's L(i) averaged over seeds in 32-token bins, and renders the
-dashboard's per-position figure (dashboards.figures.per_position_figure) for the rows the paper's
+dashboard's per-position figure (foxwb.dashboards.figures.per_position_figure) for the rows the paper's
 findings compare as a PNG (plotly + kaleido, which drives a local Chrome or Chromium; set
 BROWSER_PATH if it is not found).
 """
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import polars as pl
 
-from dashboards import figures
-from dashboards.png import write_png
-from dashboards.site import position_curves, training_context
-from workbench import results, table
+from foxwb.dashboards import figures
+from foxwb.dashboards.png import write_png
+from foxwb.dashboards.site import position_curves, training_context
+from foxwb.workbench.analysis import runs as results, table
 
 # docs/fox-notes.md, "Table 3" (360M params, 7.5B tokens, context 16384; one seed per row).
 PAPER = {

@@ -9,7 +9,7 @@
     python scripts/stability_figures.py compare --base LABEL [--studies S ...]
         One row per setting (forget gate, KV-shift, lr, warmup, batch), pooling the seeds
         of every study that ran it: val loss mean with its 95% t-interval, sd / mean, the paired
-        difference from the row LABEL over the seeds both ran (workbench.stats.paired), and the
+        difference from the row LABEL over the seeds both ran (foxwb.workbench.analysis.stats.paired), and the
         gradient-norm spikes a run (after the row's warmup, and from 2M tokens where recorded).
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.spikes import flag_runs, grad_spike_mask
-from workbench.stats import mean_ci, paired
+from foxwb.workbench.train.spikes import flag_runs, grad_spike_mask
+from foxwb.workbench.analysis.stats import mean_ci, paired
 
 JSON = Path(__file__).resolve().parents[1] / "docs/results/stability_trace.json"
 FIGURES = ("grad_spikes", "grad_spike_steps", "grad_norm_max", "grad_norm_median", "grad_norm_max_ratio",
@@ -32,7 +32,7 @@ FROM_TOKENS = 2_000_000
 
 def spikes_from(result: dict, tokens: int = FROM_TOKENS) -> dict:
     """Gradient-norm spikes counted over the steps whose first token is at or past ``tokens``
-    (the definition of workbench/spikes.py with that in place of the warmup), from the gradient
+    (the definition of workbench/train/spikes.py with that in place of the warmup), from the gradient
     norms by part (their squares add up to the step's squared norm); {} without them."""
     parts = result.get("grad_norm_parts")
     if not parts:

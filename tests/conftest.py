@@ -55,7 +55,7 @@ def once_across_workers(tmp_path_factory, name: str, make):
 def _run_quickstart(folder: Path):
     workdir = folder / "w"
     start = time.time()
-    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "run", str(ROOT / "studies/quickstart.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "run", str(ROOT / "studies/quickstart.yaml"),
                            "--workdir", str(workdir)], capture_output=True, text=True, cwd=ROOT, timeout=600)
     return workdir, proc, time.time() - start
 
@@ -70,8 +70,8 @@ def quickstart(tmp_path_factory):
 @pytest.fixture(scope="session")
 def random_search_confirmed(tmp_path_factory):
     """A tiny tune-then-confirm study with a random search and ASHA, run once (once_across_workers)
-    for the tests of its store (tests/workbench/test_confirm.py) and of its dashboard page
+    for the tests of its store (tests/workbench/run/test_confirm.py) and of its dashboard page
     (tests/dashboards/test_confirm_site.py). Returns (workdir, completed process, seconds)."""
-    from tests.workbench.test_confirm import run_random_asha
+    from tests.workbench.run.test_confirm import run_random_asha
 
     return once_across_workers(tmp_path_factory, "random_asha", run_random_asha)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from tests.conftest import ROOT
-from workbench.tracking import open_store
+from foxwb.workbench.run.tracking import open_store
 
 SCRIPT = str(ROOT / "scripts" / "carry_store.py")
 
@@ -29,7 +29,7 @@ def _indexes(db_path):
 
 
 def _results(workdir):
-    run = subprocess.run([sys.executable, "-m", "workbench.cli", "results", "quickstart", "--workdir", str(workdir),
+    run = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "results", "quickstart", "--workdir", str(workdir),
                           "--format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(run.stdout)
@@ -92,7 +92,7 @@ def test_a_slim_store_resumes_and_reads_as_the_full_one_and_merge_puts_the_serie
 def test_what_is_not_a_store_is_refused_by_name_and_nothing_is_changed(tmp_path):
     """Each mistake gets one line naming the path (exit 2), and no store is touched: the out path
     being the store itself would otherwise replace it with its slim copy."""
-    from workbench.tracking import create_local_store
+    from foxwb.workbench.run.tracking import create_local_store
 
     create_local_store(tmp_path)
     store = tmp_path / "mlflow.db"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbench import stats
+from foxwb.workbench.analysis import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--log", "docs/results/llama_h100_repeat.log", "--results", "docs/results/table3_4096_llama.json",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kernels import BACKENDS
+from foxwb.kernels import BACKENDS
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils import parametrize
 
-from kernels import forgetting_attention
-from workbench.execution import Execution
-from workbench.specs import ModelSpec
+from foxwb.kernels import forgetting_attention
+from foxwb.workbench.execution import Execution
+from foxwb.workbench.spec.trial import ModelSpec
 
 
 def stored_weight(module: nn.Module) -> nn.Parameter:
@@ -97,7 +97,7 @@ class Attention(nn.Module):
         columns come back as a view; their gradients and those of q, k, v are written into one
         gradient of that matmul's output, by the kernel."""
         # Imported here: Triton reads TRITON_INTERPRET when it first decorates the kernel.
-        from kernels.qkv_prep.op import prepare_qkv
+        from foxwb.kernels.qkv_prep.op import prepare_qkv
 
         shift, norm = self.kv_shift, self.qk_norm
         projections = self._projections()
@@ -204,7 +204,7 @@ class LM(nn.Module):
         fused = self.execution.fused_loss
         if fused if fused is not None else h.is_cuda:
             # Imported here: Triton reads TRITON_INTERPRET when it first decorates the kernel.
-            from kernels.loss.op import linear_cross_entropy
+            from foxwb.kernels.loss.op import linear_cross_entropy
 
             w = self.head.weight
             if torch.is_autocast_enabled(h.device.type):

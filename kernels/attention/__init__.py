@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels.attention.naive import forgetting_attention_naive
-from kernels.attention.pruning import check_tolerance
+from foxwb.kernels.attention.naive import forgetting_attention_naive
+from foxwb.kernels.attention.pruning import check_tolerance
 
 BACKENDS = ("auto", "triton", "reference")
 
@@ -57,7 +57,7 @@ def forgetting_attention(
         return out.transpose(1, 2)
     if backend == "triton" or (backend == "auto" and q.is_cuda):
         # Imported here: Triton reads TRITON_INTERPRET when it first decorates a kernel.
-        from kernels.attention.op import forgetting_attention_triton
+        from foxwb.kernels.attention.op import forgetting_attention_triton
 
         return forgetting_attention_triton(q, k, v, log_f, scale=scale, log_pruning_tolerance=log_pruning_tolerance)
     return forgetting_attention_naive(q, k, v, log_f, scale=scale)

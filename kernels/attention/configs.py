@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels import runtime
+from foxwb.kernels import runtime
 
 
 @dataclass(frozen=True)

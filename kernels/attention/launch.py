@@ -18,12 +18,12 @@ import math
 import torch
 import triton
 
-from kernels import runtime
-from kernels.attention.configs import KernelConfig
-from kernels.attention.triton_bwd import dkdv_kernel, dq_kernel
-from kernels.attention.triton_fwd import fwd_kernel
-from kernels.attention.triton_pruning import norm_max_kernel, tile_bounds_kernel
-from kernels.attention.triton_scan import scan_kernel
+from foxwb.kernels import runtime
+from foxwb.kernels.attention.configs import KernelConfig
+from foxwb.kernels.attention.triton_bwd import dkdv_kernel, dq_kernel
+from foxwb.kernels.attention.triton_fwd import fwd_kernel
+from foxwb.kernels.attention.triton_pruning import norm_max_kernel, tile_bounds_kernel
+from foxwb.kernels.attention.triton_scan import scan_kernel
 
 # Tile loads through TMA descriptors: None = on CUDA devices of compute capability 9.0+ whenever
 # the layout allows (use_tma); True = wherever the layout allows, the interpreter included (the

@@ -7,10 +7,10 @@ import math
 
 import torch
 
-from kernels import runtime
-from kernels.attention import launch
-from kernels.attention.configs import KernelConfig, TileConfig, default_config
-from kernels.attention.pruning import check_tolerance
+from foxwb.kernels import runtime
+from foxwb.kernels.attention import launch
+from foxwb.kernels.attention.configs import KernelConfig, TileConfig, default_config
+from foxwb.kernels.attention.pruning import check_tolerance
 
 
 # The kernels are torch.library custom ops, so torch.compile sees one opaque node with known

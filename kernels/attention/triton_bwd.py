@@ -29,7 +29,7 @@ on the H200 (docs/kernels.md).
 import triton
 import triton.language as tl
 
-from kernels.attention.triton_tiles import LOG2E, decay_log2, load_c, load_tile, row_scores, store_rows
+from foxwb.kernels.attention.triton_tiles import LOG2E, decay_log2, load_c, load_tile, row_scores, store_rows
 
 
 @triton.jit

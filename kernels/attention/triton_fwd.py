@@ -20,7 +20,15 @@ With ``TMA`` q, k and v arrive as tensor descriptors and every tile is one TMA c
 import triton
 import triton.language as tl
 
-from kernels.attention.triton_tiles import LOG2E, decay_log2, finish_scores, load_c, load_tile, row_scores, store_rows
+from foxwb.kernels.attention.triton_tiles import (
+    LOG2E,
+    decay_log2,
+    finish_scores,
+    load_c,
+    load_tile,
+    row_scores,
+    store_rows,
+)
 
 
 @triton.jit

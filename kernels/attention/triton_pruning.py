@@ -13,7 +13,7 @@ per forward+backward on the GPU machine) was more than the pruned kernels' own.
 import triton
 import triton.language as tl
 
-from kernels.attention.triton_tiles import load_rows
+from foxwb.kernels.attention.triton_tiles import load_rows
 
 
 @triton.jit

@@ -1,15 +1,15 @@
 """The LM head's loss: the reference twin (``naive.py``), the Triton row kernel (``triton_ce.py``)
 and the op torch sees (``op.py``)."""
-from kernels.loss.naive import linear_cross_entropy_naive
+from foxwb.kernels.loss.naive import linear_cross_entropy_naive
 
 
 def __getattr__(name: str):
     # The op is imported on first use: Triton reads TRITON_INTERPRET when it decorates a kernel.
     if name == "linear_cross_entropy":
-        from kernels.loss.op import linear_cross_entropy
+        from foxwb.kernels.loss.op import linear_cross_entropy
 
         return linear_cross_entropy
-    raise AttributeError(f"module 'kernels.loss' has no attribute {name!r}")
+    raise AttributeError(f"module 'foxwb.kernels.loss' has no attribute {name!r}")
 
 
 __all__ = ["linear_cross_entropy", "linear_cross_entropy_naive"]

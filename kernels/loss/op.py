@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 import triton
 
-from kernels import runtime
-from kernels.loss.triton_ce import ce_fwd_grad_kernel
+from foxwb.kernels import runtime
+from foxwb.kernels.loss.triton_ce import ce_fwd_grad_kernel
 
 # The row kernel's (BLOCK_V, warps). H200, 32768 x 50257 bf16: docs/kernels.md, "The loss".
 BLOCK_V, NUM_WARPS = 2048, 16

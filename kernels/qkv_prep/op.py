@@ -27,8 +27,8 @@ from typing import Optional, Sequence
 import torch
 import triton
 
-from kernels import runtime
-from kernels.qkv_prep.triton_qkv import columns_kernel, qkv_prep_bwd_kernel, qkv_prep_fwd_kernel
+from foxwb.kernels import runtime
+from foxwb.kernels.qkv_prep.triton_qkv import columns_kernel, qkv_prep_bwd_kernel, qkv_prep_fwd_kernel
 
 # Tokens per tile, tiles per backward program, warps. H200, 125M step (B 8, T 4096, H 12, D 64):
 # docs/kernels.md, "KV-shift and QK-norm".

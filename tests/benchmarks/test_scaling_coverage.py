@@ -1,4 +1,4 @@
-"""benchmarks/scaling_coverage.py at a number of repetitions CI affords: workbench.scaling's 95%
+"""benchmarks/scaling_coverage.py at a number of repetitions CI affords: foxwb.workbench.analysis.scaling.fit's 95%
 intervals (E, A, alpha; the law's loss; the crossing size; L(N, D)'s five parameters and its
 prediction) cover the truth of synthetic ladders in at least the share that a calibrated interval
 reaches at that number, and are not much wider than measured. The 200-repetition figures are in

@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import components
-from components.forget_gate import decay_time_bias
-from components.mlp import swiglu_hidden
+from foxwb import components
+from foxwb.components.forget_gate import decay_time_bias
+from foxwb.components.mlp import swiglu_hidden
 from tests.conftest import rel_err
 
 B, T, H, D = 2, 11, 3, 8

@@ -1,5 +1,5 @@
-"""A tune-then-confirm study's page (dashboards/confirm.py), built from the tiny random search with
-ASHA of tests/workbench/test_confirm.py (run once per session: tests/conftest.py's
+"""A tune-then-confirm study's page (dashboards/confirm_page.py), built from the tiny random search with
+ASHA of tests/workbench/run/test_confirm.py (run once per session: tests/conftest.py's
 random_search_confirmed) and opened in headless Chromium: beside the table, per variant, its
 search trials against the searched learning rate, the trial ASHA stopped drawn apart, the chosen
 point marked and the confirmation runs, all read back against the store."""
@@ -23,7 +23,7 @@ def page(random_search_confirmed, tmp_path_factory):
     workdir, proc, _ = random_search_confirmed
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = tmp_path_factory.mktemp("confirm-site")
-    built = subprocess.run([sys.executable, "-m", "workbench.cli", "dashboard", "--workdir", str(workdir), "--out", str(out)],
+    built = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "dashboard", "--workdir", str(workdir), "--out", str(out)],
                            capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert built.returncode == 0, built.stderr[-3000:]
     return workdir, next(out.glob("study-tuned-*.html"))

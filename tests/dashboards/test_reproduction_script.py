@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import ROOT
-from workbench import results
+from foxwb.workbench.analysis import runs as results
 
 
 @pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("google-chrome") or shutil.which("chromium-browser")),

@@ -13,7 +13,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from tests.dashboards.test_site import browser  # noqa: F401  (the module's headless Chromium fixture)
-from workbench import scaling
+from foxwb.workbench.analysis.scaling import fit as scaling
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = [16, 24, 32, 48, 64]
@@ -34,7 +34,7 @@ STUDY = {
 
 
 def wb(*args):
-    return subprocess.run([sys.executable, "-m", "workbench.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *map(str, args)], capture_output=True, text=True,
                           cwd=ROOT, timeout=600)
 
 

@@ -19,7 +19,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--dis
 
 
 def wb(*args, timeout=300, env=None):
-    return subprocess.run([sys.executable, "-m", "workbench.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *map(str, args)], capture_output=True, text=True,
                           cwd=ROOT, timeout=timeout, env=env)
 
 
@@ -28,7 +28,7 @@ from typing import Literal
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from components.registry import ComponentSpec
+from foxwb.components.registry import ComponentSpec
 
 class L2QKNormSpec(ComponentSpec):
     slot = "qk_norm"
@@ -250,7 +250,7 @@ def test_serve_binds_loopback_and_prints_the_address(site):
     import urllib.request
 
     workdir, _ = site
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "dashboard", "--workdir", str(workdir), "--out",
+    proc = subprocess.Popen([sys.executable, "-m", "foxwb.workbench.cli.main", "dashboard", "--workdir", str(workdir), "--out",
                              str(workdir / "served"), "--serve", "--port", "0"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         line = ""
@@ -288,9 +288,9 @@ def test_the_share_pruning_keeps_is_drawn_over_training_for_the_gated_rows(site)
     (the seeds' mean at each step from the store's history); the row without a forget gate has none."""
     import numpy as np
 
-    from dashboards.site import training_curves
-    from workbench import results, table
-    from workbench.tracking import open_store
+    from foxwb.dashboards.site import training_curves
+    from foxwb.workbench.analysis import runs as results, table
+    from foxwb.workbench.run.tracking import open_store
 
     workdir, out = site
     page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
@@ -327,7 +327,7 @@ def test_cost_panel_shows_peak_memory(site):
 def test_cost_figure_groups_gpu_memory_and_shows_utilisation():
     import polars as pl
 
-    from dashboards.figures import cost_figure
+    from foxwb.dashboards.figures import cost_figure
 
     frame = pl.DataFrame({"variant": ["a", "b"], "n_params": [1e6, 2e6], "tokens_per_s": [1e5, 9e4], "mfu": [0.4, 0.35],
                           "peak_memory_train_mb": [2000.0, 2600.0], "peak_memory_eval_mb": [800.0, 900.0],
@@ -345,9 +345,9 @@ def test_which_heads_forget_per_layer_and_head(site):
     trial's logged per-head shares (the variant without a forget gate has none)."""
     import numpy as np
 
-    from dashboards.site import forgetting_heads
-    from workbench import results
-    from workbench.tracking import open_store
+    from foxwb.dashboards.site import forgetting_heads
+    from foxwb.workbench.analysis import runs as results
+    from foxwb.workbench.run.tracking import open_store
 
     workdir, out = site
     page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
@@ -444,8 +444,8 @@ def test_a_row_compared_unpaired_shows_welchs_interval_in_the_table():
     all the seeds of each row, not a paired one, and the p column says which tests it holds."""
     import polars as pl
 
-    from dashboards.figures import ablation_table
-    from workbench.table import study_info, study_table
+    from foxwb.dashboards.figures import ablation_table
+    from foxwb.workbench.analysis.table import study_info, study_table
 
     values = {"base": [10.0, 10.02, 9.99], "noisy": [10.9, 10.2, 11.3, 10.4, 10.7]}
     runs = pl.DataFrame([{"variant": v, "seed": s, "search_point": "", "stopped_early": False, "status": "FINISHED",

@@ -1,7 +1,7 @@
 """Every kernel test runs with NaN-poisoned outputs: an element a kernel leaves unwritten fails."""
 import pytest
 
-from kernels import runtime
+from foxwb.kernels import runtime
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ class Background:
     def __init__(self, tmp_path: Path, *args, name: str = "driver", preexec_fn=None):
         self.out, self.err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
         with self.out.open("w") as out, self.err.open("w") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", *map(str, args)], cwd=ROOT,
+            self.proc = subprocess.Popen([sys.executable, "-m", "foxwb.workbench.cli.main", *map(str, args)], cwd=ROOT,
                                          stdout=out, stderr=err, start_new_session=True, preexec_fn=preexec_fn)
 
     @property

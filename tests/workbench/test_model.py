@@ -3,10 +3,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from workbench.execution import Execution
-from workbench.model import Attention, build_model
-from workbench.presets import PRESETS
-from workbench.specs import ModelSpec
+from foxwb.workbench.execution import Execution
+from foxwb.workbench.model import Attention, build_model
+from foxwb.workbench.spec.presets import PRESETS
+from foxwb.workbench.spec.trial import ModelSpec
 from tests.conftest import rel_err
 
 TINY = dict(vocab_size=64, d_model=32, n_layers=2, n_heads=4)

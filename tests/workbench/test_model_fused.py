@@ -6,12 +6,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels.attention import launch
-from kernels.qkv_prep import op as qkv_op
+from foxwb.kernels.attention import launch
+from foxwb.kernels.qkv_prep import op as qkv_op
 from tests.conftest import rel_err
-from workbench.execution import Execution
-from workbench.model import Attention, build_model
-from workbench.specs import ModelSpec
+from foxwb.workbench.execution import Execution
+from foxwb.workbench.model import Attention, build_model
+from foxwb.workbench.spec.trial import ModelSpec
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

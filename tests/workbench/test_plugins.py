@@ -10,7 +10,7 @@ import textwrap
 
 from tests.dashboards.test_site import plugin_path
 from tests.workbench.drivers import runs
-from tests.workbench.test_run import MINI_BASE, ROOT, wb, write_study
+from tests.workbench.run.test_run import MINI_BASE, ROOT, wb, write_study
 
 
 def install(folder, dist: str, module: str, source: str, entry: str) -> None:
@@ -28,7 +28,7 @@ def broken_and_clashing(folder):
     install(folder, "wb-broken", "wb_broken", "import no_such_module\n", "broken = wb_broken:Spec")
     install(folder, "wb-clash", "wb_clash", """
         from typing import Literal
-        from components.registry import ComponentSpec
+        from foxwb.components.registry import ComponentSpec
 
         class MyRMSNorm(ComponentSpec):
             slot = "qk_norm"
@@ -80,8 +80,8 @@ def test_the_readmes_minimal_plugin_package_works(tmp_path):
     install(tmp_path, name, "my_l2norm", module, f"{entry.group(1)} = {entry.group(2)}")
     code = textwrap.dedent("""
         import torch
-        from workbench.model import build_model
-        from workbench.specs import ModelSpec
+        from foxwb.workbench.model import build_model
+        from foxwb.workbench.spec.trial import ModelSpec
         spec = ModelSpec(vocab_size=16, d_model=16, n_layers=1, n_heads=2, attention={"qk_norm": {"kind": "l2norm", "init_scale": 4}})
         loss = build_model(spec)(torch.zeros(1, 8, dtype=torch.long), torch.ones(1, 8, dtype=torch.long))
         loss.backward()

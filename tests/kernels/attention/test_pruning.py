@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import kernels
-from kernels.attention import configs, launch, op
-from kernels.attention import pruning
-from kernels.attention.naive import forgetting_attention_grads_chunked
+from foxwb import kernels
+from foxwb.kernels.attention import configs, launch, op
+from foxwb.kernels.attention import pruning
+from foxwb.kernels.attention.naive import forgetting_attention_grads_chunked
 from tests.kernels.helpers import close
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

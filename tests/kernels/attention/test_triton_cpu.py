@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import kernels
-from kernels.attention import configs, launch, op
-from kernels.attention.naive import forgetting_attention_grads_chunked, forgetting_attention_naive
+from foxwb import kernels
+from foxwb.kernels.attention import configs, launch, op
+from foxwb.kernels.attention.naive import forgetting_attention_grads_chunked, forgetting_attention_naive
 from tests.kernels.helpers import close
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

@@ -4,9 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import kernels
-from kernels.attention import configs, launch, op
-from kernels.attention.naive import forgetting_attention_grads_chunked
+from foxwb import kernels
+from foxwb.kernels.attention import configs, launch, op
+from foxwb.kernels.attention.naive import forgetting_attention_grads_chunked
 from tests.kernels.helpers import rel
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
@@ -46,7 +46,7 @@ def test_bf16_pruned_within_5e3_of_fp64_and_skips_most_tiles(T):
     """Adaptive computation pruning (ln eps = -10) at the gates a FoX model starts with (log f
     about -0.7, docs/fox-notes.md, "Forget gate") and at mixed gates: the output and every gradient within
     5e-3 of the unpruned fp64 reference, while the forward visits a fraction of the key tiles."""
-    from kernels.attention import pruning
+    from foxwb.kernels.attention import pruning
 
     B, H, D = 1, 4, 64
     q, k, v = (torch.randn(B, T, H, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
@@ -86,13 +86,13 @@ def test_plain_causal_attention_on_cuda_matches_the_reference():
 def test_eager_backward_in_a_fresh_process_builds_its_tma_descriptors():
     """The autograd engine runs the backward on its own thread, where no CUDA context may be
     current; building a TMA descriptor there failed ("invalid device context") at
-    (8, 8, 2048, 128) before kernels.runtime.bind_context. This smaller sequence, in a fresh process
+    (8, 8, 2048, 128) before foxwb.kernels.runtime.bind_context. This smaller sequence, in a fresh process
     so that no earlier test has bound a context, passed on the H200 with the fix disabled too: it
     checks the common case (docs/kernels.md)."""
     import subprocess
     import sys
 
-    code = ("import torch\nfrom kernels.attention import launch, op\n"
+    code = ("import torch\nfrom foxwb.kernels.attention import launch, op\n"
             "q, k, v = (torch.randn(2, 256, 2, 64, device='cuda', dtype=torch.bfloat16, requires_grad=True) for _ in range(3))\n"
             "log_f = torch.nn.functional.logsigmoid(torch.randn(2, 256, 2, device='cuda') + 3).requires_grad_()\n"
             "assert launch.use_tma(q, k, v) == (torch.cuda.get_device_capability()[0] >= 9)\n"

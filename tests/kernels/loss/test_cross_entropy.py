@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels.loss import linear_cross_entropy_naive
-from kernels.loss import op as lce
-from kernels.loss.op import ce_rows, linear_cross_entropy
+from foxwb.kernels.loss import linear_cross_entropy_naive
+from foxwb.kernels.loss import op as lce
+from foxwb.kernels.loss.op import ce_rows, linear_cross_entropy
 from tests.kernels.helpers import rel
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

@@ -5,9 +5,9 @@ The model on this path against the components' code: tests/workbench/test_model_
 import pytest
 import torch
 
-from kernels.qkv_prep import op as qp
-from kernels.qkv_prep import prepare_qkv_naive
-from kernels.qkv_prep.op import prepare_qkv
+from foxwb.kernels.qkv_prep import op as qp
+from foxwb.kernels.qkv_prep import prepare_qkv_naive
+from foxwb.kernels.qkv_prep.op import prepare_qkv
 from tests.kernels.helpers import rel
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

@@ -1,0 +1,2 @@
+"""The ``wb`` command line: ``main`` (the parser, info, train, run, dashboard) and ``reports``
+(status, results, the dry run)."""

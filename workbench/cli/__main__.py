@@ -1,0 +1,6 @@
+"""``python -m foxwb.workbench.cli``: the ``wb`` command."""
+import sys
+
+from foxwb.workbench.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,11 @@
+"""Data for one trial: documents as token arrays, training windows, held-out sequences.
+
+- ``load``: a trial's data from its spec (the one entry point).
+- ``corpus``: the base types (``Batch``, ``DocumentData``), the byte and BPE tokenizers, the
+  built-in corpus, token files and the MQAR task.
+- ``documents``: a researcher's own corpus: token shards, tables and Hugging Face datasets.
+- ``tables``: tables of documents read a batch of rows at a time (parquet, arrow, jsonl, csv).
+- ``shards``: nanoGPT / llm.c token shard files.
+- ``token_cache``: tokenized documents cached on disk and memory-mapped.
+- ``tokenizer``: a Hugging Face tokenizer.json loaded for a trial.
+"""

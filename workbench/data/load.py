@@ -1,0 +1,17 @@
+"""A trial's data from its spec: the one entry point of the data stage."""
+from __future__ import annotations
+
+from foxwb.workbench.data.corpus import MQARTask, load_corpus, load_tokens
+from foxwb.workbench.data.documents import load_documents
+from foxwb.workbench.spec.trial import MQARData, TokenData
+
+
+def load_data(spec, vocab_size: int, seed: int):
+    """The trial's data: DocumentData or MQARTask."""
+    if spec.kind in ("hf_dataset", "table", "shards"):
+        return load_documents(spec, vocab_size)
+    if isinstance(spec, MQARData):
+        return MQARTask(spec, seed)
+    if isinstance(spec, TokenData):
+        return load_tokens(spec, vocab_size)
+    return load_corpus(spec)

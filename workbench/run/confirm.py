@@ -1,0 +1,145 @@
+"""Tune, then confirm (``search.confirm`` of a study): the search runs as any search does; then each
+variant's best setting runs on the confirmation seeds, as ordinary trials (spec hashes, resume,
+dedup: a confirmation trial that is a search trial already run is not run again).
+
+- **The choice** is made from the variant's FINISHED search trials that were not stopped early
+  (ASHA): the searched point with the lowest mean ``confirm.metric`` over its seeds (the first
+  drawn on a tie). It is recorded on the study's parent run (tags ``confirm_choice``,
+  ``confirm_seeds``, ``confirm_metric``), where the study table reads it.
+  A search trial that failed (a learning rate that diverges) is left out of the choice, not waited
+  for; a variant with no finished point is an error.
+- **A crossed design** chooses per cell, each variant at each point of the axis (its row in the
+  study table, ``FoX (Pro) [context=1024]``): the point's best learning rate, say, is its own.
+- **The stages** are two calls of ``run_study``; a driver stopped between them finds the search
+  done on its next run and goes on with the confirmation.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from foxwb.workbench.train import layout
+from foxwb.workbench.run import live_view as progress
+from foxwb.workbench.spec.errors import SpecError
+from foxwb.workbench.spec.trial import TrialSpec
+from foxwb.workbench.spec.study import CrossedDesign, StudySpec, Trial, cell_of, expand, with_point
+
+STAGE = "confirm"  # the ``stage`` tag of a confirmation trial's run
+
+
+@dataclass(frozen=True)
+class Choice:
+    variant: str
+    point: tuple  # ((path, value), ...)
+    label: str
+    mean: float
+    n_seeds: int
+
+
+def edge_note(study: StudySpec, choice: Choice) -> str:
+    """Where a chosen value is the smallest or largest of three or more numbers a field searched
+    (a `choice` list): the best may lie beyond the values tried. Else ""."""
+    notes = []
+    for path, value in choice.point:
+        d = study.search.space.get(path)
+        values = [v for v in (d.choice or []) if isinstance(v, (int, float)) and not isinstance(v, bool)] if d else []
+        if len(values) >= 3 and value in (min(values), max(values)):
+            side = "largest" if value == max(values) else "smallest"
+            notes.append(f"{path.split('.')[-1]}={value:g} is the {side} value searched: the best may lie beyond it")
+    return "; ".join(notes)
+
+
+def search_stage(study: StudySpec) -> StudySpec:
+    """The study without its confirmation: the search alone."""
+    return study.model_copy(update={"search": study.search.model_copy(update={"confirm": None})})
+
+
+def choose(study: StudySpec, runs: list) -> dict[str, Choice]:
+    """variant (a crossed design: each cell, the variant at a point) -> its best search point, from
+    ``runs`` (MLflow runs of the study's trials). A cell's point holds the axis's value first."""
+    confirm = study.search.confirm
+    space = list(study.search.space)
+    axis = [study.design.axis] if isinstance(study.design, CrossedDesign) else []
+    by_point: dict[tuple[str, str], dict] = {}
+    for run in runs:
+        tags, metrics = run.data.tags, run.data.metrics
+        if (run.info.status != "FINISHED" or tags.get("stage") == STAGE or tags.get("stopped_early") == "true"
+                or confirm.metric not in metrics or "search_values" not in tags):
+            continue
+        values = json.loads(tags["search_values"])
+        if any(a not in values for a in axis):
+            continue
+        point = tuple((path, values[path]) for path in axis + space if path in values)
+        cell = cell_of(study, tags["variant"], values)
+        entry = by_point.setdefault((cell, json.dumps(point)), {"point": point, "label": tags.get("search_point", ""),
+                                                                "values": {}, "start": run.info.start_time})
+        entry["values"][int(tags["seed"])] = metrics[confirm.metric]
+    best: dict[str, Choice] = {}
+    for (variant, _), entry in sorted(by_point.items(), key=lambda kv: kv[1]["start"]):
+        mean = sum(entry["values"].values()) / len(entry["values"])
+        if variant not in best or mean < best[variant].mean:
+            best[variant] = Choice(variant, entry["point"], entry["label"], mean, len(entry["values"]))
+    return best
+
+
+def confirmation_trials(study: StudySpec, choices: dict[str, Choice]) -> list[Trial]:
+    """Each chosen variant's (or cell's) best point on the confirmation seeds."""
+    templates: dict[str, Trial] = {}
+    for t in expand(search_stage(study)):
+        templates.setdefault(cell_of(study, t.variant, dict(t.search_point)), t)
+    out = []
+    for key, choice in choices.items():
+        template = templates[key]
+        at_point = with_point(template, {p: v for p, v in choice.point if p in study.search.space})
+        for seed in study.search.confirm.seeds:
+            spec = TrialSpec.model_validate({**at_point.spec.model_dump(mode="json"), "seed": seed})
+            out.append(Trial(template.variant, seed, spec, tuple(choice.point), template.aliases, stage=STAGE))
+    return out
+
+
+def choice_tags(study: StudySpec, choices: dict[str, Choice]) -> dict[str, str]:
+    confirm = study.search.confirm
+    choice = {v: {"point": c.label, "values": dict(c.point), "mean": c.mean, "n_seeds": c.n_seeds} for v, c in choices.items()}
+    return {"confirm_choice": json.dumps(choice), "confirm_seeds": json.dumps(list(confirm.seeds)),
+            "confirm_metric": confirm.metric}
+
+
+def run_confirmed(study: StudySpec, workdir: Path, run_study, **kw):
+    """Both stages; returns the search's and the confirmation's outcomes together."""
+    from foxwb.workbench.run.tracking import Store, local_tracking_uri
+
+    first = run_study(search_stage(study), workdir, **kw)
+    if getattr(first, "stopped", None):
+        print(f"study {study.name!r}: stopped during the search; the confirmation follows when the study runs again",
+              flush=True)
+        return first
+    failed = [o for o in first.outcomes.values() if o.status != "FINISHED"]
+    if failed:
+        # A point the search could not train (a learning rate that diverges) is an answer of the
+        # search, not a reason to wait: the choice is among the points that finished. The failed
+        # ones run again with the study, as every unfinished trial does.
+        names = ", ".join(f"{o.trial.variant} [{o.trial.point_label}]" for o in failed[:5])
+        print(f"study {study.name!r}: {progress.count(len(failed), 'search trial')} did not finish ({names}"
+              f"{', ...' if len(failed) > 5 else ''}); each variant's choice is made among its finished points",
+              flush=True)
+    store = Store(kw.get("tracking_uri") or local_tracking_uri(workdir.resolve()), study.experiment, layout.artifacts(workdir.resolve()))
+    choices = choose(study, store.trial_runs(study.name))
+    variants = list(dict.fromkeys(cell_of(study, t.variant, dict(t.search_point)) for t in expand(search_stage(study))))
+    missing = [v for v in variants if v not in choices]
+    if missing:
+        raise SpecError(f"search.confirm: no finished search trial of {', '.join(map(repr, missing))} reports "
+                        f"{study.search.confirm.metric!r}; nothing to confirm")
+    store.describe_study(store.study_parent(study.name), choice_tags(study, choices))
+    for c in choices.values():
+        edge = edge_note(study, c)
+        print(f"confirm  {c.variant}: {c.label}  ({study.search.confirm.metric} {c.mean:.4f} over {progress.count(c.n_seeds, 'seed')})"
+              + (f"  note: {edge}" if edge else ""), flush=True)
+    kw["rerun_selectors"] = None  # a rerun redoes search trials; the confirmation follows from them
+    second = run_study(study.model_copy(update={"search": None}), workdir, trials=confirmation_trials(study, choices), **kw)
+    # Counted once: a confirmation trial that is a search trial is one trial, and what the first
+    # stage finished now was not done before this run.
+    searched = {t.spec_hash for t in first.trials}
+    done = {**first.done, **{h: r for h, r in second.done.items() if h not in first.outcomes}}
+    return replace(second, trials=first.trials + [t for t in second.trials if t.spec_hash not in searched],
+                   done=done, outcomes={**first.outcomes, **second.outcomes})

@@ -1,0 +1,138 @@
+"""What `wb run` shows while trials run: a line per event (a trial starts, finishes, fails) and,
+per running trial, its progress (tokens, training loss, ETA). On a terminal the progress lines
+stay at the bottom and are redrawn in place; elsewhere (a log file, a pipe) each trial's progress
+is a plain line at most every ``PLAIN_EVERY_S`` seconds."""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+from foxwb.workbench.train.trial import PLAIN_EVERY_S
+
+# How often a running trial sends its tokens and loss to the driver (and so to the tracking
+# store) between validations; `wb run --progress-seconds`.
+REPORT_EVERY_S = 10.0
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 trial``, ``2 trials`` (``plural``: where adding an s is wrong)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
+
+
+def eta_s(total: int, origin: tuple[float, int] | None, last: tuple[float, int], now: float) -> float | None:
+    """Seconds until a trial has trained ``total`` tokens, at the rate from ``origin`` to ``last``
+    (each (time, tokens)), less the time since ``last``: None while there is no rate yet. Both
+    `wb run` and `wb status` use it, with its first report as the origin once there is a later one
+    (the rate then leaves out compiling and loading), else the trial's start at 0 tokens."""
+    if origin is None or last[1] <= origin[1] or last[0] <= origin[0]:
+        return None
+    rate = (last[1] - origin[1]) / (last[0] - origin[0])
+    return max(0.0, (total - last[1]) / rate - max(0.0, now - last[0]))
+
+
+@dataclass
+class TrialProgress:
+    label: str
+    total: int
+    tokens: int = 0
+    loss: float | None = None
+    started: float | None = None  # when the trial started (at start_tokens: 0, or its checkpoint's)
+    start_tokens: int = 0
+    first: tuple[float, int] | None = None  # (time, tokens) of its first report
+    at: float = 0.0  # when its last report came
+    printed: float = 0.0  # when its last plain line went out
+
+    def eta_s(self, now: float) -> float | None:
+        origin = self.first if self.first and self.tokens > self.first[1] else (
+            (self.started, self.start_tokens) if self.started is not None else None)
+        return eta_s(self.total, origin, (self.at, self.tokens), now)
+
+    def line(self, now: float) -> str:
+        loss = f"  loss {self.loss:.3f}" if self.loss is not None else ""
+        eta = self.eta_s(now)
+        return (f"running  {self.label}  {self.tokens:,}/{self.total:,} tokens ({100 * self.tokens / max(self.total, 1):.0f}%)"
+                f"{loss}  eta {format_seconds(eta)}")
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+class LiveView:
+    """The lines of one `wb run` on ``stream`` (default stderr)."""
+
+    def __init__(self, stream=None, live: bool | None = None):
+        self._stream, self._live = stream, live
+        self.trials: dict[str, TrialProgress] = {}
+        self.drawn = 0  # progress lines on screen below the last event line
+
+    @property
+    def stream(self):
+        return self._stream or sys.stderr  # looked up when used: whatever stderr is then
+
+    @property
+    def live(self) -> bool:
+        if self._live is None:
+            isatty = getattr(self.stream, "isatty", None)
+            return bool(isatty and isatty())
+        return self._live
+
+    def say(self, line: str) -> None:
+        self._clear()
+        self.stream.write(f"{time.strftime('%H:%M:%S')}  {line}\n")
+        self._draw()
+
+    def update(self, key: str, label: str, total: int, tokens: int, loss: float | None,
+               started: float | None = None, start_tokens: int = 0,
+               steps: list[tuple[float, int]] | None = None) -> None:
+        """A trial's progress; ``started`` (when it started, at ``start_tokens``: 0, or a resumed
+        trial's checkpoint's) gives an ETA from its first report on. ``steps``: (time, tokens) of
+        the steps the report carries, each stamped when it ended: the rate then runs from its first
+        step, so that neither the start-up nor the reports' batching counts in it."""
+        now = time.time()
+        p = self.trials.setdefault(key, TrialProgress(label, total, started=started, start_tokens=start_tokens))
+        p.tokens, p.loss, p.at = tokens, loss if loss is not None else p.loss, now
+        steps = [s for s in steps or [] if s[1] > p.start_tokens]  # a resumed trial's earlier steps: not its rate's
+        if steps:
+            p.at, p.tokens = steps[-1]
+        if p.first is None:
+            p.first = steps[0] if steps else (now, tokens)
+        if self.live:
+            self._clear()
+            self._draw()
+        elif now - p.printed >= PLAIN_EVERY_S:
+            p.printed = now
+            self.stream.write(f"{time.strftime('%H:%M:%S')}  {p.line(now)}\n")
+            self.stream.flush()
+
+    def done(self, key: str) -> None:
+        if key in self.trials:
+            self._clear()
+            del self.trials[key]
+            self._draw()
+
+    def _clear(self) -> None:
+        if self.live and self.drawn:
+            # Up to the first progress line, then erase to the end of the screen.
+            self.stream.write(f"\x1b[{self.drawn}F\x1b[J")
+        self.drawn = 0
+
+    def _draw(self) -> None:
+        if self.live:
+            now = time.time()
+            for p in self.trials.values():
+                self.stream.write(f"  {p.line(now)}\n")
+            self.drawn = len(self.trials)
+        self.stream.flush()
+
+
+VIEW = LiveView()
+
+
+def say(line: str) -> None:
+    """An event line of the running study, through the live view."""
+    VIEW.say(line)

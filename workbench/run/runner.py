@@ -1,0 +1,488 @@
+"""Running a study: the trials that are not done yet, on Ray Tune, tracked by the driver.
+
+One Ray Tune trial = ``train_trial(TrialSpec)`` (foxwb.workbench.run.tune_trial). Trials report through
+``tune.report`` (every validation, with the step metrics since the last one, and once at the end
+with the arrays); a driver-side Tune callback writes MLflow. A failing trial reports its reason and
+ends; the others go on. Trials whose spec hash has a FINISHED run are skipped, and a trial
+interrupted mid-way resumes from its checkpoint under ``<workdir>/trials/<spec_hash>``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from foxwb.workbench.train import layout
+from foxwb.workbench.run import local_ray, live_view as progress, rerun
+from foxwb.workbench.run.driver import Driver
+from foxwb.workbench.spec.errors import SpecError
+from foxwb.workbench.train.faults import sentence
+from foxwb.workbench.spec.study import StudySpec, Trial, base_variant, design_tags, expand, schedule_notes
+from foxwb.workbench.run.tracking import Store, create_local_store, local_tracking_uri, open_store
+from foxwb.workbench.run.tune_trial import search_point, train_search_trial, train_trial
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Tune's own CSV/JSON/TensorBoard loggers would duplicate what MLflow records.
+os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+# Trials stay in the working directory they start in (on local Ray, the driver's) instead of
+# Tune's per-trial folder, so that data paths relative to where `wb run` ran are found; a trial
+# writes only under its absolute <workdir>/trials/<spec_hash>.
+os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
+# Between validations a trial reports its progress (tokens, training loss; no val_loss): the
+# scheduler (ASHA) and the searcher skip such results, Tune's strict check would reject them.
+os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+# The driver's own handler stops a study on Ctrl-C (foxwb.workbench.run.stops): runs KILLED, exit 130.
+os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+# Tune's boxed summary of each Tuner (its searcher, scheduler and folder) says nothing the
+# workbench's own lines don't; Tune's older reporter, at verbose=0, prints nothing.
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+
+def _reuse_actors(study: StudySpec) -> bool:
+    """Trials on the CPU share Ray actors (saves the process start and imports per trial). On a
+    GPU each trial has a fresh process: compiled CUDA-graph trees (compile's reduce-overhead mode)
+    do not survive torch.compiler.reset() in a process that ran another model (the H200 trials
+    after the first failed on an AssertionError in a reused actor; docs/performance.md)."""
+    return not study.resources.gpu
+
+
+@dataclass
+class Outcome:
+    trial: Trial
+    status: str = "PENDING"
+    reason: str = ""
+    val_ppl: float | None = None
+    seconds: float = 0.0
+    started: float = field(default_factory=time.time)
+    last: dict = field(default_factory=dict)  # the latest intermediate result, for an early stop
+    run_id: str = ""  # its tracked run, once started
+    resumed_from: tuple[float, int] | None = None  # (when, tokens) it picked up from its checkpoint
+
+    @property
+    def resumed(self) -> bool:
+        return self.resumed_from is not None
+
+
+def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outcomes: dict[str, Outcome], resolve,
+                       finished: set[str], driver: Driver):
+    """``resolve(tune trial config) -> Trial`` names the trial a Tune trial runs; a spec hash in
+    ``finished`` (an adaptive search drawing a point again) is not tracked a second time. Writes
+    hold ``driver.lock``; a write that fails stops the study (``driver.stops``) with its reason."""
+    from ray import tune
+
+    def guarded(method):
+        def call(self, *args, **kw):
+            if driver.stops.kind in ("store", "lease", "ray"):
+                return None  # the store is not ours to write any more, or not writable
+            try:
+                with driver.lock:
+                    return method(self, *args, **kw)
+            except BrokenPipeError:  # a line to a reader that is gone, not a store that failed
+                driver.stops.output_closed()
+            except Exception as e:
+                driver.stops.request("store", f"the tracking store could not be written: {sentence(e)}")
+                _say(f"error: {driver.stops.reason}; stopping the study")
+        return call
+
+    class TrackingCallback(tune.Callback):
+        """Driver side: the only writer of the tracking store."""
+
+        def __init__(self):
+            self.runs: dict[str, str] = {}
+            self.keys: dict[str, str] = {}
+            self.resolve = resolve  # the runner swaps it per Tuner
+
+        def _outcome(self, trial) -> Outcome:
+            return outcomes[self.keys[trial.trial_id]]
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            ours = self.resolve(trial.config)
+            if ours.spec_hash in finished:
+                _say(f"repeat   {ours.variant} [{ours.point_label}]: a finished trial; not tracked again")
+                return
+            self.keys[trial.trial_id] = ours.spec_hash
+            out = outcomes.setdefault(ours.spec_hash, Outcome(ours))
+            out.status, out.started = "RUNNING", time.time()
+            self.runs[trial.trial_id] = out.run_id = store.start_trial(parent_id, study, out.trial, code)
+            _say(f"start    {trial_label(out.trial)}  [{out.trial.spec_hash}]")
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            if trial.trial_id not in self.keys:
+                return
+            run_id, out = self.runs[trial.trial_id], self._outcome(trial)
+            # Each step's metrics carry the time the step ended (the trial's clock), so the store
+            # tells a running trial's rate (wb status) whatever the reports' batching.
+            rows = [(k, v, s["tokens"], s["time_ms"]) if "time_ms" in s else (k, v, s["tokens"])
+                    for s in result.get("wb_steps", []) for k, v in s.items()
+                    if k not in ("tokens", "step", "time_ms") and isinstance(v, (int, float))]
+            # GPU samples keep the time they were taken: MLflow's UI plots system metrics by it.
+            rows += [(k, v, s["tokens"], s["time_ms"]) for s in result.get("wb_system", []) for k, v in s.items()
+                     if k.startswith("system/")]
+            if result.get("wb_resumed"):  # tagged before the steps it sends again are logged
+                store.resumed(run_id, result["wb_resumed"]["tokens"])
+            store.log_metrics(run_id, rows)
+            total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)  # what the lines show
+            if result.get("wb_resumed"):
+                at = result["wb_resumed"]
+                out.resumed_from = (at.get("time_ms", time.time() * 1000) / 1000, at["tokens"])  # its rate counts from here
+                step = f"step {at['step']:,}, " if at.get("step") is not None else ""
+                _say(f"resume   {trial_label(out.trial)}  [{out.trial.spec_hash}]  from its checkpoint at {step}"
+                     f"{at['tokens']:,}/{total:,} tokens")
+            if result.get("wb_done"):
+                store.finish_trial(run_id, result["wb_result"])
+                self._end(out, "FINISHED", val_ppl=result["wb_result"]["val_ppl"], epochs=result["wb_result"].get("data_epochs"))
+            elif result.get("wb_failed"):
+                store.fail_trial(run_id, result["wb_failed"], result.get("wb_traceback", ""))
+                self._end(out, "FAILED", reason=result["wb_failed"])
+            else:
+                if not result.get("wb_progress"):
+                    out.last = result  # an intermediate validation, kept for an early stop
+                losses = [s["train_loss"] for s in result.get("wb_steps", []) if "train_loss" in s]
+                started, start_tokens = out.resumed_from or (out.started, 0)
+                progress.VIEW.update(trial.trial_id, trial_label(out.trial), total,
+                                     result.get("tokens", 0), losses[-1] if losses else None, started, start_tokens,
+                                     [(s["time_ms"] / 1000, s["tokens"]) for s in result.get("wb_steps", []) if "time_ms" in s])
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            if trial.trial_id not in self.keys:
+                return
+            out = self._outcome(trial)
+            if out.status == "RUNNING" and driver.stops:  # stopped with the study: closed by the driver
+                return
+            if out.status == "RUNNING":  # stopped by the scheduler (ASHA) before its last report
+                store.finish_trial(self.runs[trial.trial_id], {"val_loss": out.last.get("val_loss"), "tokens": out.last.get("tokens")},
+                                   stopped_early=True)
+                self._end(out, "FINISHED", reason="stopped early by ASHA")
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            if trial.trial_id not in self.keys:
+                return
+            out = self._outcome(trial)
+            if out.status == "RUNNING" and driver.stops:  # killed by the Ctrl-C the driver got too
+                return
+            if out.status == "RUNNING":
+                reason = _error_text(trial)
+                store.fail_trial(self.runs[trial.trial_id], reason)
+                self._end(out, "FAILED", reason=reason)
+
+        def _end(self, out: Outcome, status: str, reason: str = "", val_ppl=None, epochs=None):
+            if status == "FINISHED":
+                finished.add(out.trial.spec_hash)
+            out.status, out.reason, out.val_ppl, out.seconds = status, reason, val_ppl, time.time() - out.started
+            done = sum(o.status in ("FINISHED", "FAILED") for o in outcomes.values())
+            detail = f"val_ppl {val_ppl:.3f}" if val_ppl else reason[:160]
+            if epochs and epochs > 1:  # the held-out loss then measures memorising too
+                detail += f"  (trained {epochs:.1f}x over its data)"
+            progress.VIEW.done(next((k for k, v in self.keys.items() if v == out.trial.spec_hash), ""))
+            _say(f"{status.lower():<9}{trial_label(out.trial)}  {detail}  ({out.seconds:.0f} s)  [{done}/{len(outcomes)}]")
+
+    for name in ("on_trial_start", "on_trial_result", "on_trial_complete", "on_trial_error"):
+        setattr(TrackingCallback, name, guarded(getattr(TrackingCallback, name)))
+    return TrackingCallback()
+
+
+def _error_text(trial) -> str:
+    path = getattr(trial, "error_file", None)
+    if path and Path(path).exists():
+        return Path(path).read_text()[-2000:]
+    return "the trial's process died without a report (killed, or out of memory)"
+
+
+def _say(line: str) -> None:
+    progress.say(line)  # above the running trials' progress lines (foxwb.workbench.run.live_view)
+
+
+def trial_label(trial: Trial) -> str:
+    """The full name of a trial: variant, searched values, seed."""
+    return f"{trial.row} / seed {trial.seed}"
+
+
+def no_gpu_here(study: StudySpec) -> bool:
+    """The study asks for GPUs and this machine, where a local Ray would run it, has none."""
+    if study.resources.gpu <= 0:
+        return False
+    import torch
+
+    return torch.cuda.device_count() == 0
+
+
+def check_gpus(study: StudySpec, ray_address: str | None) -> None:
+    if study.resources.gpu <= 0:
+        return
+    if ray_address is None:
+        if no_gpu_here(study):
+            raise SpecError(f"resources.gpu={study.resources.gpu}: this machine has no GPU; "
+                            "set resources.gpu: 0 to run on the CPU, or pass --ray-address of a cluster with GPUs")
+    else:
+        import ray
+
+        if ray.cluster_resources().get("GPU", 0) == 0:
+            raise SpecError(f"resources.gpu={study.resources.gpu}: the Ray cluster at {ray_address} has no GPU")
+
+
+@dataclass
+class StudyRun:
+    trials: list[Trial]
+    done: dict[str, str]
+    outcomes: dict[str, Outcome]
+    stopped: str | None = None  # why it stopped before its end (Stops.kind), and in words
+    reason: str = ""
+    resumable: frozenset[str] = frozenset()  # the stopped trials a rerun resumes from a checkpoint (resumes)
+
+
+def plan(study: StudySpec, workdir: Path, tracking_uri: str | None) -> tuple[list[Trial], dict[str, str]]:
+    """All trials, and the spec hashes already FINISHED in the store (read without creating it)."""
+    trials = expand(study)
+    store = open_store(workdir, study.experiment, tracking_uri)
+    return trials, {} if store is None else store.finished_trials(study.name)
+
+
+def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None, tracking_uri: str | None = None,
+              max_concurrent: int | None = None, telemetry=None, progress_seconds: float | None = None,
+              trials: list[Trial] | None = None, take_over: bool = False, rerun_selectors: list[str] | None = None,
+              report=None) -> StudyRun:
+    """Run the study's trials that are not done. ``telemetry`` (a foxwb.workbench.train.telemetry.Telemetry,
+    default NVML every 5 s on CUDA) is how each trial samples its GPU; ``progress_seconds``
+    (default foxwb.workbench.run.live_view.REPORT_EVERY_S, 0: only at validations) how often a running trial
+    reports its tokens and loss between validations. One driver at a time runs a study (its lease,
+    foxwb.workbench.run.lease; ``take_over`` takes a stale one); ``rerun_selectors`` (foxwb.workbench.run.rerun) names
+    trials to run again from scratch. ``report(StudyRun) -> exit code`` is what prints the summary,
+    called by the driver itself where Ray is lost under the study (foxwb.workbench.run.driver). ``trials``:
+    these instead of the study's own (a tune-then-confirm study's confirmation stage,
+    workbench/run/confirm.py)."""
+    if trials is None and study.search is not None and study.search.confirm is not None:
+        from foxwb.workbench.run.confirm import run_confirmed
+
+        return run_confirmed(study, workdir, run_study, ray_address=ray_address, tracking_uri=tracking_uri,
+                             max_concurrent=max_concurrent, telemetry=telemetry, progress_seconds=progress_seconds,
+                             take_over=take_over, rerun_selectors=rerun_selectors, report=report)
+    if ray_address is not None and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").exists():
+        # `ray start` turns token authentication on and keeps the token in ~/.ray/auth_token; a
+        # driver sends it only with RAY_AUTH_MODE=token (Ray 2.60), read when ray is first imported.
+        os.environ["RAY_AUTH_MODE"] = "token"
+    import ray
+    from foxwb.workbench.train.trial import code_version
+
+    workdir = workdir.resolve()
+    trials = expand(study) if trials is None else trials
+    # Every check runs before the tracking store is touched: a bad study leaves nothing behind.
+    if ray_address is not None and not ray.is_initialized():
+        ray.init(address=ray_address, log_to_driver=False, configure_logging=False)
+    from foxwb.workbench.run.ray_train import check_study
+
+    check_study(study, trials, ray_address)
+    check_gpus(study, ray_address)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if tracking_uri is None:
+        create_local_store(workdir)
+    store = Store(tracking_uri or local_tracking_uri(workdir), study.experiment, layout.artifacts(workdir))
+    code = code_version()
+    done = store.finished_trials(study.name)
+    todo = to_run(store, study, trials, done)
+    if not todo and not rerun_selectors:
+        _say(f"study {study.name!r}: {progress.count(len(trials), 'trial')}, {len(trials)} already done, 0 to run")
+        return StudyRun(trials, done, {})
+    # The lease before anything is written: a second driver leaves the first one's trials alone.
+    with Driver(store, store.parent_run(study.name, study.description), study.name, take_over, report) as driver:
+        if rerun_selectors:
+            hashes = rerun.select(trials, store.trial_runs(study.name), rerun_selectors)
+            deleted = rerun.forget(store, study.name, workdir, hashes)
+            _say(f"rerun: {progress.count(len(hashes), 'trial')} to run afresh ({progress.count(deleted, 'tracked run')} and their checkpoints deleted)")
+            done = store.finished_trials(study.name)
+            todo = to_run(store, study, trials, done)
+        resuming = sum(resumes(workdir, t) for t in todo)
+        from_checkpoints = f" ({resuming} from a checkpoint)" if resuming else ""
+        _say(f"study {study.name!r}: {progress.count(len(trials), 'trial')}, {len(trials) - len(todo)} already done, {len(todo)} to run"
+             f"{from_checkpoints}")
+        for note in schedule_notes(todo):
+            _say(f"note: {note}")
+        outcomes = {t.spec_hash: Outcome(t) for t in todo if not t.optuna_samples}
+        driver.run = run = StudyRun(trials, done, outcomes)
+        if not todo:
+            return run
+        reaped = store.reap_stale(study.name)
+        if reaped:
+            _say(f"{progress.count(reaped, 'trial run')} left RUNNING by an earlier driver marked KILLED; "
+                 f"{'it runs' if reaped == 1 else 'they run'} again")
+        parent_id = store.study_run(study.name, study.description, code, base_variant(study.design))
+        store.describe_study(parent_id, design_tags(study))
+        if not ray.is_initialized():
+            # address="local": always a Ray of our own. With no address, ray.init joins the cluster the
+            # last `ray start` on this machine recorded (/tmp/ray/ray_current_cluster) or RAY_ADDRESS,
+            # and a stale record of a cluster long gone makes it wait on a GCS that never answers.
+            local_ray.start(log_to_driver=False)
+            driver.stops.install()  # again: ray.init took SIGTERM over (foxwb.workbench.run.stops)
+        driver.watch_ray()
+        callback = _tracking_callback(store, parent_id, study.name, code, outcomes, _resolver(todo), set(done), driver)
+        plain = run_order([t for t in todo if not t.optuna_samples])
+        if study.search is not None and study.search.asha is not None:
+            # ASHA compares the trials of one Tuner: one Tuner per variant keeps a weak variant's
+            # search from being cut against a strong variant's.
+            groups = [[t for t in plain if t.variant == v] for v in dict.fromkeys(t.variant for t in plain)]
+        else:
+            groups = [plain] if plain else []
+        # One Tuner per worker count: its trials share one placement (foxwb.workbench.run.ray_train.tune_placement).
+        groups = [[t for t in g if t.spec.train.workers == n] for g in groups
+                  for n in sorted({t.spec.train.workers for t in g})]
+        stopper = driver.stops.stopper()
+        for group in groups:
+            if not driver.stops:
+                _fit(study, group, workdir, callback, max_concurrent, telemetry, progress_seconds, stopper)
+        for template in (t for t in todo if t.optuna_samples):
+            if not driver.stops:
+                _fit_optuna(study, template, store, workdir, callback, max_concurrent, telemetry, progress_seconds,
+                            stopper)
+        driver.close()
+        run.stopped, run.reason = driver.stops.kind, driver.stops.reason
+        if run.stopped:
+            run.resumable = frozenset(o.trial.spec_hash for o in outcomes.values()
+                                      if o.status == "KILLED" and resumes(workdir, o.trial))
+        return run
+
+
+def resumes(workdir: Path, trial: Trial) -> bool:
+    """Whether running ``trial`` again resumes from a checkpoint in its folder: there is one, and
+    of a training not yet finished (one of a finished training is not resumed: foxwb.workbench.train.loop)."""
+    from foxwb.workbench.train.loop import checkpoint_step
+
+    step = checkpoint_step(layout.trial_dir(workdir, trial.spec_hash) / layout.CHECKPOINT)
+    return step is not None and step < trial.spec.train.total_steps(trial.spec.data.context)
+
+
+def run_order(trials: list[Trial]) -> list[Trial]:
+    """Seed by seed, each seed's trials in the design's order: a study stopped part way (a time
+    limit, Ctrl-C) leaves whole seeds, which its paired comparisons can use, not whole rows (Ray
+    starts queued trials in about this order, not exactly: under load one may start early)."""
+    return sorted(trials, key=lambda t: t.seed)
+
+
+def to_run(store: Store, study: StudySpec, trials: list[Trial], done: dict[str, str]) -> list[Trial]:
+    """The trials still to run: not FINISHED (a trial ASHA stopped early is finished), and an Optuna
+    search's template until it has its draws."""
+    return [t for t in trials if t.spec_hash not in done
+            and not (t.optuna_samples and optuna_draws_done(store, study, t) >= t.optuna_samples)]
+
+
+def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_concurrent: int | None, telemetry=None,
+         progress_s: float | None = None, stopper=None) -> None:
+    from ray import tune
+
+    from foxwb.workbench.run.ray_train import tune_placement
+
+    configs = [{"key": t.spec_hash, "spec": t.spec.model_dump_json(), "dir": str(layout.trial_dir(workdir, t.spec_hash)),
+                "cpus": study.resources.cpu, "gpu": study.resources.gpu, "progress_s": progress_s} for t in trials]
+    scheduler = _asha(study, trials)
+    trainable, max_concurrent = tune_placement(study, trials[0].spec.train.workers,
+                                               tune.with_parameters(train_trial, telemetry=telemetry), max_concurrent)
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"t": tune.grid_search(configs)},
+        tune_config=tune.TuneConfig(
+            scheduler=scheduler, max_concurrent_trials=max_concurrent, reuse_actors=_reuse_actors(study),
+            trial_name_creator=lambda tr: tr.config["t"]["key"],
+            trial_dirname_creator=lambda tr: tr.config["t"]["key"],
+        ),
+        run_config=_run_config(study, workdir, callback, stopper),
+    )
+    tuner.fit()
+
+
+def _resolver(todo: list[Trial]):
+    """For grid Tuners: the trial is the grid value's key."""
+    by_hash = {t.spec_hash: t for t in todo}
+    return lambda config: by_hash[config["t"]["key"]]
+
+
+def _prior_draws(store: Store, study: StudySpec, template: Trial) -> list:
+    runs = store.finished_runs_of(study.name, template.variant, template.seed)
+    return [r for r in runs if r.data.tags.get("search_point") and "val_loss" in r.data.metrics]
+
+
+def optuna_draws_done(store: Store, study: StudySpec, template: Trial) -> int:
+    return len(_prior_draws(store, study, template))
+
+
+def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, callback, max_concurrent,
+                telemetry=None, progress_s: float | None = None, stopper=None) -> None:
+    """An Optuna search for one (variant, seed), warm-started with the draws already finished."""
+    from ray import tune
+    from ray.tune.search.optuna import OptunaSearch
+
+    search = study.search
+    prior = _prior_draws(store, study, template)
+    points = [{p.replace(".", "__"): _param_value(r.data.params[p]) for p in search.space} for r in prior]
+    space = {p.replace(".", "__"): d.tune_domain() for p, d in search.space.items()}
+    # Draws of the variant's own, as a random search's (study._search_points): seeded by the search
+    # seed and the variant; a new seed per resumption, as the same seed would start by drawing the
+    # finished points again.
+    import numpy as np
+
+    own = int(np.random.default_rng([search.seed, *template.variant.encode()]).integers(2 ** 31))
+    searcher = _on_validations(OptunaSearch)(metric="val_loss", mode="min", seed=own + len(prior),
+                            points_to_evaluate=points or None,
+                            evaluated_rewards=[r.data.metrics["val_loss"] for r in prior] or None)
+    from foxwb.workbench.spec.study import with_point
+
+    scheduler = _asha(study, [template])
+    callback.resolve = lambda config: with_point(template, search_point(config))
+    trainable = tune.with_parameters(train_search_trial, template=template.spec.model_dump_json(),
+                                     workdir=str(workdir), cpus=study.resources.cpu, telemetry=telemetry,
+                                     progress_s=progress_s, gpu=study.resources.gpu)
+    from foxwb.workbench.run.ray_train import tune_placement
+
+    trainable, max_concurrent = tune_placement(study, template.spec.train.workers, trainable, max_concurrent)
+    tuner = tune.Tuner(
+        trainable,
+        param_space=space,
+        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
+                                    num_samples=template.optuna_samples - len(prior),
+                                    max_concurrent_trials=max_concurrent, reuse_actors=_reuse_actors(study)),
+        run_config=_run_config(study, workdir, callback, stopper),
+    )
+    tuner.fit()
+
+
+def _on_validations(searcher_class):
+    """The searcher, deaf to a trial's progress results (no val_loss; OptunaSearch would fail on them)."""
+
+    class OnValidations(searcher_class):
+        def on_trial_result(self, trial_id: str, result: dict):
+            if self.metric in result:
+                super().on_trial_result(trial_id, result)
+
+    return OnValidations
+
+
+def _param_value(text: str):
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _asha(study: StudySpec, trials: list[Trial]):
+    from ray.tune.schedulers import ASHAScheduler
+
+    if study.search is None or study.search.asha is None:
+        return None
+    # max_t past the end: ASHA cuts at its rungs only, never at the last validation, so a
+    # surviving trial reaches its final evaluation.
+    return ASHAScheduler(time_attr="tokens", metric="val_loss", mode="min",
+                         max_t=2 * max(t.spec.train.tokens for t in trials),
+                         grace_period=study.search.asha.grace_tokens,
+                         reduction_factor=study.search.asha.reduction_factor)
+
+
+def _run_config(study: StudySpec, workdir: Path, callback, stopper=None):
+    """Tune's run settings, the same for every Tuner of a study."""
+    from ray import tune
+
+    # Tune's result grid looks for the file loggers we turned off and warns per trial; the store
+    # holds the results, so those warnings say nothing.
+    logging.getLogger("ray.tune").setLevel(logging.ERROR)
+    return tune.RunConfig(name=study.name.replace("/", "_"), storage_path=str(layout.ray_dir(workdir)), verbose=0,
+                          callbacks=[callback], failure_config=tune.FailureConfig(max_failures=0), stop=stopper)

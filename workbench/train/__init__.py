@@ -1,0 +1,14 @@
+"""One trial end to end: training, evaluation, the trial folder and what the trial measures.
+
+- ``trial``: one trial end to end (data, model, training, evaluation, result.json).
+- ``loop``: the training loop (AdamW, schedule, clipping, checkpoints).
+- ``steps``: the step machinery the loop runs, in one process or as one of N workers.
+- ``evaluate``: validation loss, per-position loss, attention kept under pruning.
+- ``distributed``: one process among a trial's N workers.
+- ``step_share``: each worker's share of a training step.
+- ``telemetry``: peak memory and GPU telemetry.
+- ``spikes``: gradient-norm and loss spikes; ``grad_parts``: gradient norms by part of the model.
+- ``folder_lock``: one writer per trial folder.
+- ``layout``: what a workdir and a trial folder hold, named in one place.
+- ``faults``: faults of the environment (files, ports, pipes, the store) as one sentence; atomic writes.
+"""

@@ -1,0 +1,158 @@
+"""Evaluation of a trained model: validation loss and perplexity, per-position loss L(i) at the
+training context and beyond it, P(l), needle-in-a-haystack accuracy, MQAR accuracy."""
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from foxwb.kernels.attention.pruning import kept_pairs
+from foxwb.workbench.data.corpus import IGNORE, DocumentData, MQARTask
+from foxwb.workbench.spec.trial import EvalSpec
+
+
+def unigram_entropy(tokens) -> float:
+    """Entropy of the validation split's token frequencies, nats/token: the loss of the best model
+    that ignores context, a floor any useful model must beat. ``tokens``: an array, or an iterable
+    of arrays (a split larger than memory, counted a piece at a time)."""
+    pieces = [tokens] if isinstance(tokens, np.ndarray) else tokens
+    counts = np.zeros(0, dtype=np.int64)
+    for piece in pieces:
+        found = np.bincount(np.asarray(piece, dtype=np.int64))
+        if len(found) > len(counts):
+            found[: len(counts)] += counts
+            counts = found
+        else:
+            counts[: len(found)] += found
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+@torch.no_grad()
+def acp_kept_fraction(model, batches, device, autocast) -> dict:
+    """How much attention adaptive computation pruning leaves (kernels/attention/pruning.py), per
+    layer and head, on the first validation sequence: the share of causal pairs whose decay keeps
+    them above the threshold of the model's ln eps (-10, the paper's, where pruning is off).
+    Fast-forgetting heads show as small shares. Empty for a model without a forget gate."""
+    blocks = [b.attn for b in getattr(model, "blocks", []) if getattr(b.attn, "forget_gate", None) is not None]
+    if not blocks or not batches:
+        return {}
+    log_eps = blocks[0].log_pruning_tolerance or -10.0
+    found: list = []
+
+    def probe(attn, args):
+        # Each layer's q, k and log f from the input the layer is about to see.
+        q, k, _, log_f, _ = attn.attention_inputs(args[0])
+        found.append(kept_pairs(q, k, log_f, attn.head_dim**-0.5, log_eps))
+
+    hooks = [attn.register_forward_pre_hook(probe) for attn in blocks]
+    try:
+        with autocast():
+            model(batches[0].x[:1].to(device))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    per_head = [f[0].tolist() for f in found]  # one row of heads per layer
+    return {"acp_log_eps": log_eps,
+            "acp_kept_fraction": float(sum(sum(r) for r in per_head) / sum(len(r) for r in per_head)),
+            "acp_kept_fraction_per_head": per_head}
+
+
+@torch.no_grad()
+def per_position_loss(model, batches, device, autocast) -> tuple[np.ndarray, np.ndarray]:
+    """Summed loss and count per position over the batches (fp64); IGNORE targets count 0."""
+    total = count = None
+    for batch in batches:
+        x, y = batch.x.to(device), batch.y.to(device)
+        with autocast():
+            logits = model(x)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="none")
+        loss = loss.view(y.shape).double()
+        valid = (y != IGNORE).double()
+        s, c = (loss * valid).sum(0).cpu().numpy(), valid.sum(0).cpu().numpy()
+        total, count = (s, c) if total is None else (total + s, count + c)
+    return total, count
+
+
+def perplexity_at_lengths(loss_by_pos: np.ndarray) -> dict[str, float]:
+    """P(l) = exp(mean of L(1..l)) at powers of two up to the evaluated length, and at it."""
+    n = len(loss_by_pos)
+    lengths = sorted({2**k for k in range(int(math.log2(n)) + 1)} | {n})
+    cum = np.cumsum(loss_by_pos)
+    return {str(l): float(math.exp(cum[l - 1] / l)) for l in lengths}
+
+
+@torch.no_grad()
+def needle_accuracy(model, data: DocumentData, spec, device, autocast) -> dict[str, float]:
+    """Hide 'The secret code is NNNNN.' at each depth of held-out text cut to each length, ask
+    'The secret code is' at the end, score the greedy continuation by exact match."""
+    tok = data.tokenizer
+    rng = np.random.default_rng(0)
+    haystacks = [d for d in data.val_docs if len(d) > max(spec.lengths)] or data.val_docs
+    out = {}
+    for length in spec.lengths:
+        for depth in spec.depths:
+            hits = 0
+            for trial in range(spec.trials):
+                code = f"{rng.integers(10000, 100000)}"
+                needle, query = tok.encode(f" The secret code is {code}. "), tok.encode(" The secret code is ")
+                answer = tok.encode(code)
+                hay = haystacks[trial % len(haystacks)]
+                room = max(0, length - len(needle) - len(query))
+                cut = int(depth * room)
+                prompt = np.concatenate([hay[:cut], needle, hay[cut:room], query])
+                ids = torch.from_numpy(prompt.astype(np.int64))[None].to(device)
+                for _ in range(len(answer)):
+                    with autocast():
+                        nxt = model(ids)[:, -1].argmax(-1, keepdim=True)
+                    ids = torch.cat([ids, nxt], 1)
+                hits += int(np.array_equal(ids[0, len(prompt):].cpu().numpy(), answer))
+            out[f"len{length}_depth{depth:g}"] = hits / spec.trials
+    return out
+
+
+def evaluate(model, data, spec: EvalSpec, context: int, device, autocast=nullcontext) -> dict:
+    model.eval()
+    result: dict = {"eval_lengths": {}}
+    longest = None
+    for multiple in sorted(set(spec.length_multiples) | {1}):
+        length = multiple * context
+        batches = data.eval_batches(length, spec.sequences, spec.batch_size)
+        if not batches:
+            result["eval_lengths"][str(length)] = "no held-out sequence is this long"
+            continue
+        total, count = per_position_loss(model, batches, device, autocast)
+        result["eval_lengths"][str(length)] = sum(len(b.x) for b in batches)  # sequences
+        if multiple == 1:
+            # Fewer than asked where the held-out split has too few documents this long.
+            result["eval_sequences"], result["eval_sequences_asked"] = result["eval_lengths"][str(length)], spec.sequences
+            result["val_loss"] = float(total.sum() / count.sum())
+            result["val_ppl"] = math.exp(result["val_loss"])
+        if isinstance(data, MQARTask):
+            result["mqar_accuracy"] = mqar_accuracy(model, batches, device, autocast)
+        longest = (length, total / np.maximum(count, 1))
+    if longest is not None:
+        result["eval_length"] = longest[0]
+        result["per_position_loss"] = [float(v) for v in longest[1]]
+        result["ppl_at_length"] = perplexity_at_lengths(longest[1])
+        result.update(acp_kept_fraction(model, data.eval_batches(context, 1, 1), device, autocast))
+    if spec.needle is not None and isinstance(data, DocumentData) and data.tokenizer is not None:
+        result["needle_accuracy"] = needle_accuracy(model, data, spec.needle, device, autocast)
+    model.train()
+    return result
+
+
+@torch.no_grad()
+def mqar_accuracy(model, batches, device, autocast) -> float:
+    right = total = 0
+    for batch in batches:
+        x, y = batch.x.to(device), batch.y.to(device)
+        with autocast():
+            pred = model(x).argmax(-1)
+        mask = y != IGNORE
+        right += int((pred[mask] == y[mask]).sum())
+        total += int(mask.sum())
+    return right / max(total, 1)

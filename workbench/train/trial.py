@@ -1,0 +1,230 @@
+"""One trial end to end: data, model, training, evaluation, result.json."""
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from foxwb.components.registry import plugins_used
+from foxwb.workbench.train import layout
+from foxwb.workbench.data.load import load_data
+from foxwb.workbench.execution import Execution
+from foxwb.workbench.train.faults import write_atomically
+from foxwb.workbench.train.evaluate import evaluate, unigram_entropy
+from foxwb.workbench.spec.cost import flops_per_token, param_counts
+from foxwb.workbench.model import build_model
+from foxwb.workbench.spec.trial import TrialSpec
+from foxwb.workbench.train.spikes import parts_columns, spike_figures, spike_parts
+from foxwb.workbench.train.telemetry import PeakMemory, Telemetry, peak_rss_mb
+from foxwb.workbench.train.loop import PEAK_FLOPS, autocast_for, resolve_device, train
+
+
+def code_version() -> str:
+    """The git commit of this checkout (with '+dirty' for uncommitted changes), or 'unknown'."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if rev.returncode:
+        return "unknown"
+    return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+PACKAGES = ("components", "kernels", "workbench", "dashboards")
+
+
+def source_fingerprint(root: Path | None = None) -> str:
+    """12 hex digits of a SHA-256 over the packages' Python sources (relative path and bytes, in
+    order). Unlike the git commit it names the code that ran even where the checkout's git data is
+    stale or missing (a copy sent to a GPU machine): equal fingerprints, equal code."""
+    root = root or Path(__file__).resolve().parents[2]
+    digest = hashlib.sha256()
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version(), "torch": torch.__version__, "code": code_version(),
+           "source": source_fingerprint()}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except ImportError:
+        pass
+    return out
+
+
+def write_json(path: Path, obj) -> None:
+    """Atomic: a reader never sees half a file, a failed write leaves none (faults.write_atomically)."""
+    text = json.dumps(obj, indent=1)
+    write_atomically(path, lambda tmp: tmp.write_text(text))
+
+
+class JsonlReporter:
+    """Append-only metrics.jsonl beside the result; on resume it keeps the checkpoint's history."""
+
+    def __init__(self, path: Path, echo=None):
+        self.path, self.echo = path, echo
+
+    def on_resume(self, history: list[dict]) -> None:
+        self.path.write_text("".join(json.dumps(h) + "\n" for h in history))
+        if self.echo is not None and history:
+            self.echo.resumed(history[-1]["tokens"], history[-1].get("step"))
+
+    def report(self, tokens: int, metrics: dict) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps({"tokens": tokens, **metrics}) + "\n")
+        if self.echo is not None:
+            self.echo(tokens, metrics)
+
+
+# Off a terminal, a running trial's progress is a plain line at most this often (`wb train` and `wb run`).
+PLAIN_EVERY_S = 30.0
+
+
+class Progress:
+    """``wb train``'s progress on stderr: on a terminal one status line redrawn at most twice a
+    second; elsewhere (a file, a pipe) a plain line at each validation and at most every
+    ``PLAIN_EVERY_S`` seconds between them, as ``wb run`` writes. ``total``: the tokens the trial
+    trains, whole steps (its spec's tokens rounded up to a step). The rate and ETA count from the
+    first report, or from the checkpoint a resumed trial starts at."""
+
+    def __init__(self, total_tokens: int):
+        self.total, self.last = total_tokens, 0.0
+        self.origin: tuple[float, int] | None = None  # (time, tokens) the rate counts from
+        self.tty = sys.stderr.isatty()
+        self.every_s = 0.5 if self.tty else PLAIN_EVERY_S
+
+    def finished_checkpoint(self, path: Path, total_steps: int) -> None:
+        """Say so where ``path`` holds the checkpoint of a finished training (its evaluation was
+        cut off): that one is not resumed, the trial trains again from the first step."""
+        from foxwb.workbench.train.loop import checkpoint_step
+
+        step = checkpoint_step(path)
+        if step is not None and step >= total_steps:
+            sys.stderr.write(f"  {path} is of a finished training (step {step:,} of {total_steps:,}), its evaluation "
+                             "cut off: a finished training's checkpoint is not resumed; training again from the first step\n")
+            sys.stderr.flush()
+
+    def resumed(self, tokens: int, step: int | None) -> None:
+        at = f"step {step:,}, " if step is not None else ""
+        sys.stderr.write(f"  resuming from its checkpoint at {at}{tokens:,}/{self.total:,} tokens\n")
+        sys.stderr.flush()
+        self.origin = (time.time(), tokens)
+
+    def __call__(self, tokens: int, metrics: dict) -> None:
+        now = time.time()
+        if self.origin is None:
+            self.origin = (now, 0)
+            self.last = now if not self.tty else 0.0  # off a terminal: the first line after PLAIN_EVERY_S
+        due = now - self.last >= self.every_s or tokens >= self.total or (not self.tty and "val_loss" in metrics)
+        if not due:
+            return
+        self.last = now
+        seconds, done = now - self.origin[0], tokens - self.origin[1]
+        rate = done / seconds if seconds > 0 and done > 0 else None
+        eta = f"{max(0.0, (self.total - tokens) / rate):.0f}s" if rate else "?"
+        speed = f"{rate:,.0f} tok/s" if rate else "? tok/s"
+        val = f"  val {metrics['val_loss']:.3f}" if "val_loss" in metrics else ""
+        line = (f"  step {metrics['step']}  {tokens:,}/{self.total:,} tokens  loss {metrics['train_loss']:.3f}{val}"
+                f"  {speed}  eta {eta}")
+        if self.tty:
+            sys.stderr.write(f"\r{line}   " + ("\n" if tokens >= self.total else ""))
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = False,
+              execution: Execution | None = None, telemetry: Telemetry | None = None, workers=None) -> dict | None:
+    """Train and evaluate ``trial`` into ``out_dir`` (checkpoint.pt, metrics.jsonl, result.json).
+    A checkpoint already in out_dir is resumed. ``execution``: how it runs (default: what its
+    TrainSpec asks for); never part of its identity. ``telemetry`` (default: NVML every 5 s on
+    CUDA) samples the GPU on a thread; a reporter with a ``sampler`` attribute is handed the sampler.
+    ``workers`` (foxwb.workbench.train.distributed.Workers): this process is one of the trial's N workers;
+    rank 0 evaluates, writes the files and returns the result, the others return None."""
+    execution = execution or Execution.of_trial(trial.train)
+    if workers is not None:
+        # The step's collectives would be captured in the graphs; the same kernels run without.
+        execution = execution.but(cuda_graphs=False)
+    lead = workers is None or workers.rank == 0
+    if lead:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    if trial.train.cpu_threads:
+        torch.set_num_threads(trial.train.cpu_threads)
+    device = resolve_device(trial.train) if workers is None else workers.device
+    data = load_data(trial.data, trial.model.vocab_size, trial.seed)
+    torch.manual_seed(trial.seed)
+    model = build_model(trial.model, execution).to(device)
+    if workers is not None:
+        model = workers.wrap(model)
+    echo = Progress(trial.train.trained_tokens(data.context)) if progress else None
+    if echo is not None:
+        echo.finished_checkpoint(out_dir / layout.CHECKPOINT, trial.train.total_steps(data.context))
+    if reporter is None and lead:
+        reporter = JsonlReporter(out_dir / "metrics.jsonl", echo)
+    if lead:
+        write_json(out_dir / "spec.json", trial.model_dump(mode="json"))
+    sampler = (telemetry or Telemetry()).sampler(device, progress=lambda: getattr(reporter, "tokens", 0)) if lead else None
+    if sampler is not None:
+        if hasattr(reporter, "sampler"):
+            reporter.sampler = sampler
+        sampler.start()
+    try:
+        with PeakMemory(device) as train_peak:
+            trained = train(trial, model, data, reporter, out_dir / layout.CHECKPOINT, device, execution, workers)
+        if workers is not None:
+            model = workers.gather(model, lambda: build_model(trial.model, execution))
+        if model is None:
+            return None
+        with PeakMemory(device) as eval_peak:
+            result = evaluate(model, data, trial.eval, data.context, device, autocast_for(trial.train, device))
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    n_workers = 1 if workers is None else workers.workers
+    # Memory in MB: the GPU allocator's peaks (None off CUDA) and the process's peak resident set.
+    result.update(peak_memory_train_mb=train_peak.mb, peak_memory_eval_mb=eval_peak.mb, peak_rss_mb=peak_rss_mb(),
+                  **(sampler.summary() if sampler is not None else {}))
+    counts = param_counts(trial.model)
+    flops = flops_per_token(trial.model, data.context)["train"]
+    peak = PEAK_FLOPS.get(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    rate = trained["tokens_per_s"]  # the whole trial's: every worker's tokens
+    result.update(spike_figures(trained["history"], trial.train.warmup_tokens))
+    parts = parts_columns(trained["history"])  # with train.grad_norm_parts only
+    if parts:
+        result.update(parts, grad_spike_parts=spike_parts(trained["history"], trial.train.warmup_tokens))
+    result.update(
+        **getattr(data, "info", {}),  # brought data: the split and the tokenizer
+        unigram_entropy=unigram_entropy(data.val_tokens()),
+        tokens_per_s=rate,
+        mfu=(flops * rate / (peak * n_workers)) if (peak and rate) else None,
+        train_flops_per_token=flops,
+        n_params=counts["total"],
+        n_params_non_embedding=counts["non_embedding"],
+        train_tokens=trained["tokens"],
+        # How often training went over its data (above 1: the held-out loss measures memorising too).
+        train_tokens_available=getattr(data, "train_tokens_available", None),
+        data_epochs=trained["tokens"] / data.train_tokens_available if getattr(data, "train_tokens_available", 0) else None,
+        steps=trained["steps"],
+        context=data.context,
+        workers=n_workers,
+        parallel=None if workers is None else workers.parallel,
+        spec=trial.model_dump(mode="json"),
+        spec_hash=trial.spec_hash(),
+        versions={**versions(), "plugins": plugins_used(trial.model.components())},
+        device=torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
+    )
+    write_json(out_dir / "result.json", result)
+    return result
