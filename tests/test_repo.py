@@ -197,6 +197,27 @@ def test_a_foreign_kernels_package_does_not_shadow_ours(tmp_path):
     assert "spec hash" in proc.stdout
 
 
+
+def test_an_uninstalled_checkout_imports_as_foxwb_through_checkout_path(tmp_path):
+    """scripts/checkout_path.sh (sourced by benchmarks/gpu.sh): where the package is not installed
+    (a python without our site-packages here, the GPU machine there), the checkout imports as foxwb."""
+    import os
+    import sys
+
+    shim = tmp_path / "bin" / "python3"  # a python3 that does not see the installed package
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("PYTHONPATH", None)
+    code = "import foxwb.workbench.spec as s, pathlib; print(pathlib.Path(s.__file__).resolve())"
+    bare = subprocess.run(["bash", "-c", f"python3 -c '{code}'"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert bare.returncode != 0, "the shim's python imports foxwb without the script: the test proves nothing"
+    linked = subprocess.run(["bash", "-c", f"source {ROOT}/scripts/checkout_path.sh && python3 -c '{code}'"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert linked.returncode == 0, linked.stderr
+    assert linked.stdout.strip() == str(ROOT / "workbench" / "spec" / "__init__.py")
+
 def test_benchmarks_and_scripts_use_public_names_only():
     """A benchmark that reaches into a private function breaks silently when it changes: only the
     public API, whose tests keep it working."""
@@ -277,3 +298,40 @@ def test_the_readme_layout_table_names_every_module_and_doc():
             unnamed.append(path.relative_to(ROOT).as_posix())
     unnamed += [f"workbench/{stage}/" for stage in set(STAGES) - {"model"} if f"`{stage}/`" not in table]
     assert not unnamed, "not in the README's layout table: " + ", ".join(unnamed)
+
+
+# A Markdown link or image, [text](target) or [text](target "title"); fenced code holds none.
+LINK = re.compile(r"\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"\n]*\")?\s*\)")
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+
+
+def heading_anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lowercased, punctuation but '-' and '_' dropped,
+    spaces to '-'; a repeated heading gets -1, -2, ..."""
+    anchors, times = set(), {}
+    for line in FENCE.sub("", page.read_text()).splitlines():
+        m = re.match(r" {0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$", line)
+        if m:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            anchors.add(f"{slug}-{times[slug]}" if slug in times else slug)
+            times[slug] = times.get(slug, 0) + 1
+    return anchors
+
+
+def test_the_readmes_links_resolve():
+    """Every relative link of README.md and docs/*.md names a file of the repository, and one with
+    an #anchor into a page names a heading of that page."""
+    broken = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = re.sub(r"`[^`\n]*`", "", FENCE.sub("", page.read_text()))  # code is not a link
+        for target in LINK.findall(text):
+            if re.match(r"(https?|mailto):", target, re.I):
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (page.parent / file).resolve() if file else page
+            where = f"{page.relative_to(ROOT)}: ({target})"
+            if not dest.is_relative_to(ROOT) or not dest.exists():
+                broken.append(f"{where}: no such file")
+            elif anchor and dest.suffix == ".md" and anchor not in heading_anchors(dest):
+                broken.append(f"{where}: no heading gives #{anchor}")
+    assert not broken, "links that lead nowhere:\n" + "\n".join(broken)

@@ -56,8 +56,9 @@ class Attention(nn.Module):
 
     def _uses_fused_qkv(self, x: torch.Tensor) -> bool:
         """kernels.prepare_qkv covers KV-shift and QK-norm modules that declare they compute its
-        math (``qkv_prep_shift()`` / ``qkv_prep_norm()``, README "Adding a component kind"); a
-        module without the declaration keeps the per-component path, which is always correct."""
+        math (``qkv_prep_shift()`` / ``qkv_prep_norm()``; docs/models.md, "Faster paths a component
+        may opt into"); a module without the declaration keeps the per-component path, which is
+        always correct."""
         ex = self.execution
         if self.kv_shift is None and self.qk_norm is None or not ex.fuse_projections or ex.fused_qkv is False:
             return False

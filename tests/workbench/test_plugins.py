@@ -71,8 +71,8 @@ def test_a_trial_records_the_plugins_it_uses(tmp_path):
 
 
 def test_the_readmes_minimal_plugin_package_works(tmp_path):
-    """The README's two files, installed as pip would: the kind trains in a model."""
-    readme = (ROOT / "README.md").read_text()
+    """The two files of docs/models.md's plug-in example, installed as pip would: the kind trains in a model."""
+    readme = (ROOT / "docs" / "models.md").read_text()
     module = re.search(r"```python\n# my_l2norm.py\n(.*?)```", readme, re.S).group(1)
     toml = re.search(r"```toml\n# pyproject.toml\n(.*?)```", readme, re.S).group(1)
     entry = re.search(r'\[project.entry-points."workbench.components"\]\n(\w+) = "([\w.:]+)"', toml)

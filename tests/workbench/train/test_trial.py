@@ -118,7 +118,7 @@ def straight_run(tmp_path_factory):
 
 
 def test_a_killed_run_resumes_to_the_same_loss_curve_bit_for_bit(tmp_path, straight_run):
-    """At the default thread count, in separate processes (README, **A trial**; docs/determinism.md):
+    """At the default thread count, in separate processes (docs/trials-and-data.md, "Repeatable on the CPU"; docs/determinism.md):
     the resumed run's loss curve and result are the uninterrupted run's, bit for bit, on the same
     thread count (the flake of issue 20 was a resume on one thread of a two-thread run: the next
     test shows the comparison sees that)."""
