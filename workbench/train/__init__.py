@@ -6,7 +6,7 @@
 - ``evaluate``: validation loss, per-position loss, attention kept under pruning.
 - ``distributed``: one process among a trial's N workers.
 - ``step_share``: each worker's share of a training step.
-- ``telemetry``: peak memory and GPU telemetry.
+- ``telemetry``: peak memory and GPU telemetry; ``gpu_peaks``: each known GPU's dense bf16 rate (the MFU denominator).
 - ``spikes``: gradient-norm and loss spikes; ``grad_parts``: gradient norms by part of the model.
 - ``folder_lock``: one writer per trial folder.
 - ``layout``: what a workdir and a trial folder hold, named in one place.

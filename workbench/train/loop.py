@@ -27,10 +27,6 @@ from foxwb.workbench.train.grad_parts import GradParts
 from foxwb.workbench.spec.trial import TrainSpec, TrialSpec
 from foxwb.workbench.train.steps import BatchQueue, Launched, lr_at, make_optimizer, step_callable, train_step
 
-# Dense bf16 matmul rate of the GPU (docs/performance.md, "MFU"), the MFU denominator.
-PEAK_FLOPS = {"NVIDIA H200": 790e12}
-
-
 class TrainError(RuntimeError):
     """Training cannot go on (NaN loss, out of memory); the message says why and what to change."""
 

@@ -22,7 +22,8 @@ from foxwb.workbench.model import build_model
 from foxwb.workbench.spec.trial import TrialSpec
 from foxwb.workbench.train.spikes import parts_columns, spike_figures, spike_parts
 from foxwb.workbench.train.telemetry import PeakMemory, Telemetry, peak_rss_mb
-from foxwb.workbench.train.loop import PEAK_FLOPS, autocast_for, resolve_device, train
+from foxwb.workbench.train.gpu_peaks import peak_flops
+from foxwb.workbench.train.loop import autocast_for, resolve_device, train
 
 
 def code_version() -> str:
@@ -199,7 +200,8 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
                   **(sampler.summary() if sampler is not None else {}))
     counts = param_counts(trial.model)
     flops = flops_per_token(trial.model, data.context)["train"]
-    peak = PEAK_FLOPS.get(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    peak, peak_source = (peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda"
+                         else (None, "the CPU: MFU is for GPUs"))
     rate = trained["tokens_per_s"]  # the whole trial's: every worker's tokens
     result.update(spike_figures(trained["history"], trial.train.warmup_tokens))
     parts = parts_columns(trained["history"])  # with train.grad_norm_parts only
@@ -210,6 +212,8 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
         unigram_entropy=unigram_entropy(data.val_tokens()),
         tokens_per_s=rate,
         mfu=(flops * rate / (peak * n_workers)) if (peak and rate) else None,
+        mfu_peak=peak,  # the denominator's dense bf16 FLOP/s per GPU, and where it comes from
+        mfu_note=peak_source,
         train_flops_per_token=flops,
         n_params=counts["total"],
         n_params_non_embedding=counts["non_embedding"],
