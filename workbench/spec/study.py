@@ -6,6 +6,8 @@ Designs address fields by dotted path (``model.attention.qk_norm: none``):
 - ``cumulative``: changes applied one after another, each prefix a variant (Table 3, upper half);
 - ``variants``: an explicit list of named variants, each on the study's seeds or its own.
 Seeds multiply every design. A study file is data: nothing in it is imported or executed.
+A study file may say ``extends: other.yaml`` (relative to its folder) and give only its name and
+what differs: the other file's keys, merged under its own (load_study, merge_extended).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import itertools
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -667,10 +670,68 @@ def design_tags(study) -> dict[str, str]:
     return {k: v for k, v in tags.items() if len(v) <= 5000}
 
 
+def merge_extended(parent: dict, child: dict) -> dict:
+    """A study file that ``extends`` another, merged with it (a new mapping; neither is changed):
+    the child's keys win; where both hold a mapping under one key, the two merge the same way,
+    unless both name a ``kind`` and the kinds differ (``design: {kind: variants, ...}`` over an
+    ablation, a slot ``{kind: fixed}`` over ``{kind: data_dependent, ...}``): a different kind is a
+    different thing, and the child's mapping replaces the other whole. Lists and scalars replace whole."""
+    merged = dict(parent)
+    for key, value in child.items():
+        under = merged.get(key)
+        if (isinstance(under, dict) and isinstance(value, dict)
+                and not ("kind" in under and "kind" in value and under["kind"] != value["kind"])):
+            merged[key] = merge_extended(under, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+_EXTENDS = "the path of another study file (.yaml or .yml), relative to the folder of the file that says it"
+
+
+def _extended(path: str, data: Any, chain: tuple[tuple[str, Path], ...] = ()) -> Any:
+    """``data``, read from ``path``, with the study file it ``extends`` (and that file's own, in
+    turn) merged under it and the key removed; data without ``extends`` as it is. ``chain``: the
+    files that led here (as written, resolved), to refuse a circle."""
+    if not isinstance(data, dict) or "extends" not in data:
+        return data
+    value = data["extends"]
+    if not isinstance(value, str) or not value.endswith((".yaml", ".yml")):
+        raise SpecError(f"{path}: extends: {_EXTENDS}, got {value!r}")
+    if "name" not in data:
+        raise SpecError(f"{path}: name: a study that extends another gives its own name (else the two would share "
+                        f"one, and a workdir would mix their runs); add `name:` beside `extends: {value}`")
+    target = Path(path).parent / value
+    chain = (*chain, (str(path), Path(path).resolve()))
+    resolved = [where for _, where in chain]
+    if target.resolve() in resolved:
+        circle = [shown for shown, _ in chain[resolved.index(target.resolve()):]]
+        raise SpecError(f"{path}: extends: a circle of files, {' -> '.join([*circle, circle[0]])}; a study may extend "
+                        "a file that does not lead back to it")
+    if not target.is_file():
+        raise SpecError(f"{path}: extends: {value!r}: no such file (looked at {target.absolute()}); `extends` is {_EXTENDS}")
+    try:
+        parent = read_yaml(target)
+        if not (isinstance(parent, dict) and "extends" in parent):  # `extends` says a file is a study
+            check_file_kind(parent, str(target), "study")
+    except SpecError as e:
+        raise SpecError(f"{path}: extends: {e}") from None
+    if not isinstance(parent, dict) or not set(parent) & (set(StudySpec.model_fields) | {"extends"}):
+        what = f"a {type(parent).__name__}" if not isinstance(parent, dict) else f"none of its keys ({', '.join(map(str, parent))})"
+        raise SpecError(f"{path}: extends: {target} is not a study file ({what}; a study file is a mapping of name, "
+                        "base, design, seeds, ...)")
+    parent = _extended(str(target), parent, chain)
+    return merge_extended(parent, {key: v for key, v in data.items() if key != "extends"})
+
+
 def load_study(path: str) -> StudySpec:
-    """The study file at ``path``, read and validated; errors name the file and the field."""
+    """The study file at ``path``, read and validated, merged over the file it ``extends`` if it
+    names one (merge_extended); errors name the file and the field."""
     data = read_yaml(path)
-    check_file_kind(data, path, "study")
+    if not (isinstance(data, dict) and "extends" in data):  # `extends` says a file is a study
+        check_file_kind(data, path, "study")
+    data = _extended(path, data)
     study = validate(StudySpec, data, path)
     study._source = str(path)
     return study
