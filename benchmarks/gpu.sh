@@ -7,7 +7,7 @@
 #   bash benchmarks/gpu.sh kernels     # attention beside its peers (.peers/), QKV, loss (~5 min)
 #   bash benchmarks/gpu.sh trials      # 125M FoX (Pro) and Transformer (LLaMA), twice   (~6 min)
 #   bash benchmarks/gpu.sh packing     # studies/packing.yaml packed 4 to the GPU and 1 to a GPU (~3 min)
-#   bash benchmarks/gpu.sh stability   # studies/stability.yaml (docs/stability.md), ~12 min: for
+#   bash benchmarks/gpu.sh stability   # experiments/stability_gate_bias/stability.yaml (docs/stability.md), ~12 min: for
 #       $STABILITY_SECONDS (default 560) at most; its store comes back as $OUT/stability.db and,
 #       xz-compressed (about 80 kB a trial against 0.9 MB), as $OUT/stability.db.xz; a store carried
 #       in as wb-runs/stability.db or wb-runs/stability.db.xz resumes it (finished trials are kept;

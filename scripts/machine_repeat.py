@@ -7,10 +7,10 @@ and the repeat's `wb run` output:
 - the study's seeds by machine, unpaired (Welch, foxwb.workbench.analysis.stats.welch; Mann-Whitney and Levene's
   test from scipy): the shift the repeat is to explain.
 
-    python scripts/machine_repeat.py --log docs/results/llama_h100_repeat.log \
-        --results docs/results/table3_4096_llama.json --row "Transformer (LLaMA)" --from-seed 197 \
+    python scripts/machine_repeat.py --log experiments/llama_h100_repeat/llama_h100_repeat.log \
+        --results experiments/table3_4096_llama/table3_4096_llama.json --row "Transformer (LLaMA)" --from-seed 197 \
         --machine "1 x NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130, triton 3.6.0, Python 3.12.3)" \
-        --date 2026-12-05 --code 1183006 --gpu-seconds 195 > docs/results/llama_h100_repeat.json
+        --date 2026-12-05 --code 1183006 --gpu-seconds 195 > experiments/llama_h100_repeat/llama_h100_repeat.json
 
 ``--from-seed``: the study's seeds from this one on ran on the repeat's machine. The repeat's
 val_ppl are those `wb run` printed (3 decimals)."""

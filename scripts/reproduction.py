@@ -1,7 +1,7 @@
 """The Table 3 reproduction's numbers and figure, from a study's tracking store.
 
-    python scripts/reproduction.py --workdir runs/table3 --out-json docs/results/table3.json \
-        --out-png docs/reproduction-per-position.png
+    python scripts/reproduction.py --workdir runs/table3 --out-json experiments/table3_1024/table3.json \
+        --out-png experiments/table3_1024/reproduction-per-position.png
 
 Reads the finished runs the dashboard reads (foxwb.workbench.analysis.runs), prints a Markdown table of
 val_ppl (mean and 95% CI over seeds, every seed's value) beside the paper's Table 3, writes the

@@ -2,7 +2,7 @@
 compile setting, optionally only some rows and seeds. Used to time a few trials of a large study
 on the GPU before choosing its size (docs/reproduction.md).
 
-    python scripts/resize_study.py studies/fox_table3.yaml out.yaml --set model.d_model=384 \
+    python scripts/resize_study.py experiments/table3_1024/fox_table3.yaml out.yaml --set model.d_model=384 \
         --set train.tokens=4000000 --rows "FoX (Pro)" "Transformer (LLaMA)" --seeds 0 --name cal
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The figures of docs/stability.md's GPU tables, from docs/results/stability_trace.json.
+"""The figures of docs/stability.md's GPU tables, from experiments/stability_spikes/stability_trace.json.
 
     python scripts/stability_figures.py collect STUDY DIR --commit C --date D
         Adds (or replaces) STUDY's trials in the JSON, read from DIR/trials/*/result.json (the
@@ -24,7 +24,7 @@ import numpy as np
 from foxwb.workbench.train.spikes import flag_runs, grad_spike_mask
 from foxwb.workbench.analysis.stats import mean_ci, paired
 
-JSON = Path(__file__).resolve().parents[1] / "docs/results/stability_trace.json"
+JSON = Path(__file__).resolve().parents[1] / "experiments/stability_spikes/stability_trace.json"
 FIGURES = ("grad_spikes", "grad_spike_steps", "grad_norm_max", "grad_norm_median", "grad_norm_max_ratio",
            "first_grad_spike_tokens", "loss_spikes", "grad_spike_parts", "tokens_per_s", "steps")
 FROM_TOKENS = 2_000_000
@@ -59,7 +59,7 @@ def collect(study: str, folder: Path, commit: str, date: str) -> None:
     trials = [trial_entry(json.loads(p.read_text())) for p in sorted(folder.glob("trials/*/result.json"))]
     if not trials:
         raise SystemExit(f"no trials/*/result.json under {folder}")
-    data["studies"][study] = {"command": f"STABILITY_STUDY=studies/{study}.yaml bash benchmarks/gpu.sh stability",
+    data["studies"][study] = {"command": f"STABILITY_STUDY=experiments/stability_spikes/{study}.yaml bash benchmarks/gpu.sh stability",
                               "commit": commit, "date": date, "trials": trials}
     JSON.write_text(json.dumps(data, indent=1))
     print(f"{study}: {len(trials)} trials into {JSON}")

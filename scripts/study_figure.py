@@ -10,7 +10,7 @@ seeds around its mean (the dashboard's seed spread, ``--metric val_ppl`` as the 
 perplexities differ). Errors exit 2.
 
     python scripts/study_figure.py --workdir DIR --study scaling_fox_vs_transformer --figure laws \
-        --out docs/scaling-ladder-laws.png
+        --out experiments/scaling_ladder/scaling-ladder-laws.png
 
 The figures are the dashboard's (dashboards/figures.py), rendered by kaleido (dashboards/png.py).
 """

@@ -240,11 +240,12 @@ def test_benchmarks_and_scripts_use_public_names_only():
 
 
 # A cited path: starts with one of the repo's top-level folders and names a file by its suffix.
-CITED = re.compile(r"(?<![\w./$<-])((?:components|kernels|workbench|dashboards|studies|docs|benchmarks|scripts|tests|\.ci)"
-                   r"/[\w./-]*\.(?:py|md|yaml|yml|json|jsonl|sh|png|toml))\b")
+CITED = re.compile(r"(?<![\w./$<-])((?:components|kernels|workbench|dashboards|studies|experiments|docs|benchmarks|scripts"
+                   r"|tests|\.ci)/[\w./-]*\.(?:py|md|yaml|yml|json|jsonl|sh|png|toml|log|xz))\b")
 
 
-# A page of the root (capitals, `.md`) or a path above it (`../shared/...`): neither travels with a clone.
+# A page of the root (capitals, `.md`), or a path that climbs out of the repository (`../shared/...`
+# from the root): neither travels with a clone. A doc's `../experiments/...` stays inside and must exist.
 ROOT_PAGE = re.compile(r"(?<![\w./-])([A-Z][A-Z_]+\.md)\b")
 ABOVE = re.compile(r"(?<![\w.])(\.\./[\w.-][\w./-]*)")
 
@@ -262,7 +263,12 @@ def test_every_cited_path_exists():
             missing += [f"{where}: {c}" for c in CITED.findall(line) + ROOT_PAGE.findall(line)
                         if not (ROOT / c).exists()]
             if path.name != "test_repo.py":
-                missing += [f"{where}: {c} (outside the repository)" for c in ABOVE.findall(line)]
+                for c in ABOVE.findall(line):
+                    target = (path.parent / c).resolve()
+                    if not target.is_relative_to(ROOT):
+                        missing.append(f"{where}: {c} (outside the repository)")
+                    elif path.suffix == ".md" and not target.exists():
+                        missing.append(f"{where}: {c}")
     assert not missing, "cited but not in the repository:\n" + "\n".join(missing)
 
 
@@ -276,8 +282,8 @@ def test_nothing_cites_what_is_outside_the_repository(name):
 def test_the_tree_holds_only_the_product():
     """Every tracked file lies in a top-level folder of the layout (README, "What is here") or is
     one of the root's own files: no browser profile, scratch study or stray output gets committed."""
-    folders = {"components", "kernels", "workbench", "dashboards", "studies", "tests", "benchmarks", "docs",
-               "scripts", ".ci"}
+    folders = {"components", "kernels", "workbench", "dashboards", "studies", "experiments", "tests", "benchmarks",
+               "docs", "scripts", ".ci"}
     root_files = {"README.md", "pyproject.toml", ".gitignore"}
     out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
     stray = [p for p in out if ("/" in p and p.split("/")[0] not in folders) or ("/" not in p and p not in root_files)]

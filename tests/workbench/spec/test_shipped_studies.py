@@ -9,7 +9,8 @@ from foxwb.workbench.spec.trial import TrialSpec
 from foxwb.workbench.spec.study import StudySpec, expand
 
 ROOT = Path(__file__).resolve().parents[3]
-FILES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "studies").rglob("*.yaml"))
+FILES = sorted(p.relative_to(ROOT).as_posix() for folder in ("studies", "experiments")
+               for p in (ROOT / folder).rglob("*.yaml"))
 
 
 def test_the_project_ships_studies():
@@ -26,7 +27,7 @@ def test_a_shipped_file_validates(name):
         validate(TrialSpec, data, name)
 
 
-@pytest.mark.parametrize("path,trials", [("studies/scaling_fox_vs_transformer.yaml", 30), ("studies/context_length.yaml", 36)])
+@pytest.mark.parametrize("path,trials", [("studies/scaling_ladder.yaml", 30), ("studies/context_sweep.yaml", 36)])
 def test_dry_run_lists_each_trial_with_parameters_tokens_and_flops(path, trials, tmp_path):
     import subprocess
     import sys
@@ -48,7 +49,7 @@ def test_the_tuned_table3_searches_every_row_then_confirms_it(tmp_path):
     import subprocess
     import sys
 
-    table3 = expand(validate(StudySpec, read_yaml(str(ROOT / "studies/fox_table3.yaml")), "fox_table3"))
+    table3 = expand(validate(StudySpec, read_yaml(str(ROOT / "experiments/table3_1024/fox_table3.yaml")), "fox_table3"))
     study = validate(StudySpec, read_yaml(str(ROOT / "studies/fox_table3_tuned.yaml")), "fox_table3_tuned")
     trials = expand(study)
     assert len(trials) == 42 and {t.seed for t in trials} == {0}
@@ -97,3 +98,35 @@ print("ok")
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+EXPERIMENTS = sorted(p.parent.name for p in (ROOT / "experiments").glob("*/README.md"))
+
+
+def test_every_experiment_folder_has_its_readme_and_study():
+    folders = sorted(p.name for p in (ROOT / "experiments").iterdir() if p.is_dir())
+    assert folders == EXPERIMENTS and len(folders) >= 10
+    for name in folders:
+        assert list((ROOT / "experiments" / name).glob("*.yaml")), f"experiments/{name} holds no study file"
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_an_experiment_reruns_by_the_command_its_readme_gives(name, tmp_path):
+    """experiments/<name>/README.md's "Run" block names each study file of the folder, and each
+    plans as it says (a dry run: the trials it would train, here on a machine without a GPU)."""
+    import re
+    import subprocess
+    import sys
+
+    readme = (ROOT / "experiments" / name / "README.md").read_text()
+    run = readme[readme.index("## Run"):]
+    run = run[: run.index("\n## ", 4)]
+    named = set(re.findall(r"experiments/[\w-]+/[\w-]+\.yaml", run))
+    folder = {p.relative_to(ROOT).as_posix() for p in (ROOT / "experiments" / name).glob("*.yaml")}
+    assert folder <= named, f"study files of experiments/{name} its README's Run block does not name: {folder - named}"
+    for path in sorted(folder):
+        proc = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "run", path, "--dry-run",
+                               "--workdir", str(tmp_path / Path(path).stem)], capture_output=True, text=True,
+                              cwd=ROOT, timeout=300)
+        assert proc.returncode == 0, f"{path}: {proc.stderr[-2000:]}"
+        assert re.match(r"study '[\w-]+': \d+ trials", proc.stdout), (path, proc.stdout[:300])
