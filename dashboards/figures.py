@@ -9,8 +9,10 @@ import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
+
 from foxwb.workbench.analysis import table
 from foxwb.workbench.analysis.report import SPIKES, chosen_note
+from foxwb.workbench.analysis.scaling.solve import law
 
 # Table 3's column order, with the paper's names.
 SLOT_NAMES = {"rope": "RoPE", "forget_gate": "Forget gate", "qk_norm": "QK-norm", "output_gate": "Output gate",
@@ -278,8 +280,6 @@ def scaling_figure(ladder: pl.DataFrame, fits: list, order: list[str]) -> go.Fig
     """Loss against non-embedding parameters (log-log): every run as a marker, each variant's fitted
     law over its ladder and on to its extrapolation with the 95% band of the bootstrap refits, the
     prediction marked with its interval."""
-    from foxwb.workbench.analysis.scaling.solve import law
-
     fig = go.Figure()
     colors = _colors(order)
     by_variant = {f.variant: f for f in fits}

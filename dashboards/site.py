@@ -14,7 +14,10 @@ from plotly.offline import get_plotlyjs
 
 from foxwb.dashboards import confirm_page, figures
 from foxwb.dashboards.figures import esc
-from foxwb.workbench.analysis import runs as results, status, table
+from foxwb.workbench.analysis import runs as results
+from foxwb.workbench.analysis import status, table
+from foxwb.workbench.analysis.effects import effects, grid_effects
+from foxwb.workbench.analysis.scaling.laws import fit_study
 from foxwb.workbench.run.tracking import Store
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
@@ -127,8 +130,6 @@ def confirm_section(page: Page, store: Store, runs: list, tags: dict, info: tabl
 
 def scaling_section(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> None:
     """A scaling study's laws: the loss-parameters figure and the fitted parameters (docs/scaling.md)."""
-    from foxwb.workbench.analysis.scaling.laws import fit_study
-
     ladder, fits, crossings = fit_study(table.normalise(runs), info.order, info.extrapolate_to)
     page.html("<section><h2>Scaling laws</h2>")
     if ladder.is_empty():
@@ -141,8 +142,6 @@ def scaling_section(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> No
 def effect_sections(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> None:
     """Effect versus an axis (workbench/analysis/effects.py): a scaling or crossed design's variants against
     the base along its axis; a grid's first axis along each other axis."""
-    from foxwb.workbench.analysis.effects import effects, grid_effects
-
     if info.design_kind in ("scaling", "crossed"):
         found = effects(table.study_table(runs, info, "val_loss"), info.axis)
         by_axis = {info.axis[0].split("=")[0] if info.axis else "the axis": found}

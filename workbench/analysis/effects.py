@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from foxwb.workbench.analysis import stats, table
 from foxwb.workbench.analysis.table import SAME_POINT
+from foxwb.workbench.spec.study import _grid_name
 
 
 def effects(rows: pl.DataFrame, axis_values: list[str]) -> list[dict]:
@@ -37,8 +39,6 @@ def effects(rows: pl.DataFrame, axis_values: list[str]) -> list[dict]:
 
 def _add_changes(points: list[dict]) -> None:
     """Each point's ``change`` from the point before along the first value (None where there is none)."""
-    from foxwb.workbench.analysis import stats
-
     for i, here in enumerate(points):
         before = next((p for p in reversed(points[:i]) if _rest(p["point"]) == _rest(here["point"])), None)
         if before is None:
@@ -59,9 +59,6 @@ def grid_effects(runs: pl.DataFrame, axes: list, metric: str) -> list[dict]:
     first) as a function of every other axis: at each value of that axis, the cells that differ only
     in the first axis, paired by seed (the other axes at their first values), and its change from
     the value before, as `effects` has it. ``axes``: [(path, values)] in the design's order."""
-    from foxwb.workbench.analysis import stats, table
-    from foxwb.workbench.spec.study import _grid_name
-
     axes = [(path, list(values)) for path, values in axes]
     if len(axes) < 2 or runs.is_empty():
         return []

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import polars as pl
 
-from foxwb.workbench.train import layout
+from foxwb.workbench.analysis.table import normalise
 from foxwb.workbench.run.tracking import KIND, Store, local_tracking_uri, open_store, quote
+from foxwb.workbench.train import layout
+
 
 def read_store(workdir: Path, study: str, experiment: str | None = None, tracking_uri: str | None = None) -> Store | None:
     """The store holding ``study`` (its experiment found by the study's parent run when not given),
@@ -90,8 +92,6 @@ def as_planned(runs: pl.DataFrame, trials: list) -> tuple[pl.DataFrame, dict[str
 def with_row_labels(runs: pl.DataFrame) -> pl.DataFrame:
     """Adds ``row``: the variant, and in a search study its searched values ("FoX (Pro) [lr=0.002]"):
     the table's rows and the dashboards' curves group by it (foxwb.workbench.analysis.table)."""
-    from foxwb.workbench.analysis.table import normalise
-
     return normalise(runs)
 
 

@@ -28,6 +28,7 @@ from foxwb.components.registry import ATTENTION_SLOTS
 from foxwb.workbench.analysis import stats
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.presets import PRESETS
+from foxwb.workbench.spec.study import axis_labels, base_variant, expand, own_seeds, variant_names, welch_variants
 
 # ``comparison`` of a row: it is the base; compared with the base's row; in a search, with the
 # base at the same searched values, or best point against best point.
@@ -99,8 +100,6 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
     seen = _oldest_first(runs)
     tags = parent_tags or {}
     if study is not None:
-        from foxwb.workbench.spec.study import base_variant, expand, own_seeds, variant_names, welch_variants
-
         order, design_base, seeds, alpha = variant_names(study), base_variant(study.design), list(study.seeds), study.alpha
         planned = _planned(expand(study), order)
         own, welch = own_seeds(study), welch_variants(study)
@@ -133,8 +132,6 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
         grid_axes = list(study.design.axes.items()) if kind == "grid" else []
         extrapolate = getattr(study.design, "extrapolate_to", None)
         if kind in ("scaling", "crossed"):
-            from foxwb.workbench.spec.study import axis_labels
-
             axis = axis_labels(study)
     if study is None and seeds is not None:
         # Without the file, the plan's rows from the tags, so that a row's unstarted seeds count as

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from foxwb.workbench.data.tokenizer import FileTokenizer
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.trial import CorpusData, MQARData, TokenData
 
@@ -227,8 +228,6 @@ def load_corpus(spec: CorpusData) -> DocumentData:
     elif spec.tokenizer == "bpe":
         tokenizer = BPETokenizer(train_texts, spec.bpe_vocab_size)
     else:
-        from foxwb.workbench.data.tokenizer import FileTokenizer
-
         tokenizer = FileTokenizer(spec.tokenizer.path, spec.tokenizer.sha256)
     encode = tokenizer.encode
     data = DocumentData([encode(t) for t in train_texts], [encode(t) for t in val_texts], spec.context,

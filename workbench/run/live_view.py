@@ -8,7 +8,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from foxwb.workbench.train.trial import PLAIN_EVERY_S
+from foxwb.workbench.train.progress_line import PLAIN_EVERY_S
 
 # How often a running trial sends its tokens and loss to the driver (and so to the tracking
 # store) between validations; `wb run --progress-seconds`.

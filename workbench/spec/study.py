@@ -21,10 +21,14 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt, PrivateAttr, ValidationError, field_validator, model_validator
 
+# cost builds a model on the meta device for its parameter counts (a scaling design's sizes): the
+# one import of the spec stage from a stage above it (tests/test_repo.py, UPWARD)
+from foxwb.workbench.spec.cost import param_counts
+from foxwb.workbench.spec.counts import parse_count
 from foxwb.workbench.spec.errors import SpecError, check_file_kind, format_validation_error, read_yaml, validate
 from foxwb.workbench.spec.fields import PathError, set_path
 from foxwb.workbench.spec.search import SearchSpec
-from foxwb.workbench.spec.trial import Seeds, Spec, TrialSpec
+from foxwb.workbench.spec.trial import ModelSpec, Seeds, Spec, TrialSpec
 
 
 class Change(Spec):
@@ -168,8 +172,6 @@ class ScalingDesign(Spec):
                 raise ValueError(f"{key}: names must be unique, got {names}")
         _check_compare_to(self.compare_to, self.variants)
         if self.extrapolate_to is not None:
-            from foxwb.workbench.spec.counts import parse_count
-
             parse_count(self.extrapolate_to)  # raises with the allowed forms
         return self
 
@@ -442,9 +444,6 @@ def cell_of(study: "StudySpec", variant: str, values: dict) -> str:
 def _scaled_tokens(study: StudySpec, data: dict, where: str, row: str, edits: list[tuple[str, Any, str]], point) -> dict:
     """``train.tokens`` = tokens_per_param (the point's, where the ladder is crossed with budgets) x
     the size's non-embedding parameters, rounded to whole batches (at least one)."""
-    from foxwb.workbench.spec.cost import param_counts
-    from foxwb.workbench.spec.trial import ModelSpec
-
     if not isinstance(study.design, ScalingDesign) or not study.design.budgets:
         return data
     per = dict(point).get("tokens_per_param", study.design.budgets[0])
@@ -559,8 +558,6 @@ def _written(err: ValidationError, edits: list[tuple[str, Any, str]], under: str
 def _check_distinct_sizes(design: ScalingDesign, trials: list[Trial]) -> None:
     """Every variant's sizes must differ in parameters, as many as its law needs: two sizes of one
     non-embedding parameter count are one ladder point to the fit."""
-    from foxwb.workbench.spec.cost import param_counts
-
     counts: dict[str, dict[int, list[str]]] = {}
     for t in trials:
         n = param_counts(t.spec.model)["non_embedding"]
@@ -580,9 +577,6 @@ def _check_extrapolation(design: ScalingDesign, trials: list[Trial]) -> None:
     """``extrapolate_to`` must lie above the ladder: the laws are fitted to predict beyond it."""
     if design.extrapolate_to is None:
         return
-    from foxwb.workbench.spec.cost import param_counts
-    from foxwb.workbench.spec.counts import parse_count
-
     target = parse_count(design.extrapolate_to)
     largest = max((param_counts(t.spec.model)["non_embedding"], t.point_label) for t in trials)
     if target <= largest[0]:

@@ -1,6 +1,7 @@
 """One trial end to end: training, evaluation, the trial folder and what the trial measures.
 
 - ``trial``: one trial end to end (data, model, training, evaluation, result.json).
+- ``progress_line``: ``wb train``'s progress line on stderr.
 - ``loop``: the training loop (AdamW, schedule, clipping, checkpoints).
 - ``steps``: the step machinery the loop runs, in one process or as one of N workers.
 - ``evaluate``: validation loss, per-position loss, attention kept under pruning.

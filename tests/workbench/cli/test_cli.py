@@ -253,7 +253,7 @@ def test_wb_train_says_why_a_finished_trainings_checkpoint_trains_again(tmp_path
     """`wb train` stopped during its final evaluation leaves the checkpoint of a finished training,
     which is not resumed: the run says so instead of starting over without a word."""
     from foxwb.workbench.train.loop import TrainState, write_checkpoint
-    from foxwb.workbench.train.trial import Progress
+    from foxwb.workbench.train.progress_line import Progress
 
     path = tmp_path / "checkpoint.pt"
     Progress(1000).finished_checkpoint(path, 10)
@@ -263,3 +263,13 @@ def test_wb_train_says_why_a_finished_trainings_checkpoint_trains_again(tmp_path
     write_checkpoint(path, {}, {}, TrainState(10, 1000, []), "h")
     Progress(1000).finished_checkpoint(path, 10)
     assert "is of a finished training (step 10 of 10), its evaluation cut off" in capsys.readouterr().err
+
+
+def test_help_starts_without_torch_ray_or_mlflow():
+    """`wb --help` answers at once: the commands import the heavy packages only when they run (the
+    live view once pulled torch in through the trial module, 3.4 s for a help text)."""
+    code = ("import sys\nfrom foxwb.workbench.cli.main import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'ray', 'mlflow', 'polars') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

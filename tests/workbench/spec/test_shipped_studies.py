@@ -130,3 +130,19 @@ def test_an_experiment_reruns_by_the_command_its_readme_gives(name, tmp_path):
                               cwd=ROOT, timeout=300)
         assert proc.returncode == 0, f"{path}: {proc.stderr[-2000:]}"
         assert re.match(r"study '[\w-]+': \d+ trials", proc.stdout), (path, proc.stdout[:300])
+
+
+def test_a_store_written_before_the_house_moved_has_nothing_to_rerun(tmp_path):
+    """experiments/table3_4096_llama's store was written by the code before its modules moved into
+    stages and under foxwb: its study plans every trial done (same spec hashes, same store)."""
+    import lzma
+    import subprocess
+    import sys
+
+    (tmp_path / "mlflow.db").write_bytes(lzma.decompress(
+        (ROOT / "experiments/table3_4096_llama/fox_table3_4096_llama.db.xz").read_bytes()))
+    proc = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "run",
+                           "experiments/table3_4096_llama/fox_table3_4096_llama.yaml", "--dry-run",
+                           "--workdir", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[0] == "study 'fox_table3_4096_llama': 334 trials, 334 done (334 finished)"

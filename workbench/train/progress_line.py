@@ -1,0 +1,64 @@
+"""`wb train`'s progress line on stderr, and how often a plain progress line is printed off a
+terminal (`wb run`'s live view keeps the same pace). Light on purpose: the live view imports it."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+
+# Off a terminal, a running trial's progress is a plain line at most this often (`wb train` and `wb run`).
+PLAIN_EVERY_S = 30.0
+
+
+class Progress:
+    """``wb train``'s progress on stderr: on a terminal one status line redrawn at most twice a
+    second; elsewhere (a file, a pipe) a plain line at each validation and at most every
+    ``PLAIN_EVERY_S`` seconds between them, as ``wb run`` writes. ``total``: the tokens the trial
+    trains, whole steps (its spec's tokens rounded up to a step). The rate and ETA count from the
+    first report, or from the checkpoint a resumed trial starts at."""
+
+    def __init__(self, total_tokens: int):
+        self.total, self.last = total_tokens, 0.0
+        self.origin: tuple[float, int] | None = None  # (time, tokens) the rate counts from
+        self.tty = sys.stderr.isatty()
+        self.every_s = 0.5 if self.tty else PLAIN_EVERY_S
+
+    def finished_checkpoint(self, path: Path, total_steps: int) -> None:
+        """Say so where ``path`` holds the checkpoint of a finished training (its evaluation was
+        cut off): that one is not resumed, the trial trains again from the first step."""
+        from foxwb.workbench.train.loop import checkpoint_step
+
+        step = checkpoint_step(path)
+        if step is not None and step >= total_steps:
+            sys.stderr.write(f"  {path} is of a finished training (step {step:,} of {total_steps:,}), its evaluation "
+                             "cut off: a finished training's checkpoint is not resumed; training again from the first step\n")
+            sys.stderr.flush()
+
+    def resumed(self, tokens: int, step: int | None) -> None:
+        at = f"step {step:,}, " if step is not None else ""
+        sys.stderr.write(f"  resuming from its checkpoint at {at}{tokens:,}/{self.total:,} tokens\n")
+        sys.stderr.flush()
+        self.origin = (time.time(), tokens)
+
+    def __call__(self, tokens: int, metrics: dict) -> None:
+        now = time.time()
+        if self.origin is None:
+            self.origin = (now, 0)
+            self.last = now if not self.tty else 0.0  # off a terminal: the first line after PLAIN_EVERY_S
+        due = now - self.last >= self.every_s or tokens >= self.total or (not self.tty and "val_loss" in metrics)
+        if not due:
+            return
+        self.last = now
+        seconds, done = now - self.origin[0], tokens - self.origin[1]
+        rate = done / seconds if seconds > 0 and done > 0 else None
+        eta = f"{max(0.0, (self.total - tokens) / rate):.0f}s" if rate else "?"
+        speed = f"{rate:,.0f} tok/s" if rate else "? tok/s"
+        val = f"  val {metrics['val_loss']:.3f}" if "val_loss" in metrics else ""
+        line = (f"  step {metrics['step']}  {tokens:,}/{self.total:,} tokens  loss {metrics['train_loss']:.3f}{val}"
+                f"  {speed}  eta {eta}")
+        if self.tty:
+            sys.stderr.write(f"\r{line}   " + ("\n" if tokens >= self.total else ""))
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
