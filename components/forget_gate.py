@@ -12,6 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from pydantic import PositiveFloat, model_validator
 
+from foxwb.components.protocols import set_lr_scale
 from foxwb.components.registry import BlockDims, ComponentSpec, none_kind, register
 
 none_kind("forget_gate")
@@ -30,9 +31,8 @@ class DataDependentGate(nn.Module):
         self.proj = nn.Linear(d_model, n_heads, bias=True)
         self.bias_init = bias_init
         self.logit_normalizer = logit_normalizer
-        if lr_scale != 1.0:  # read by the optimizer's parameter groups (workbench/train/loop.py)
-            for p in self.proj.parameters():
-                p.lr_scale = lr_scale
+        if lr_scale != 1.0:  # read by the optimizer's parameter groups (workbench/train/steps.py)
+            set_lr_scale(self.proj.parameters(), lr_scale)
 
     def init_overrides(self) -> None:
         """Called by the model's init after that of ``proj`` (which zeroes every Linear's bias)."""

@@ -4,17 +4,21 @@ A slot (``qk_norm``, ``forget_gate``, ``mlp``...) maps kind names to pydantic op
 class registers itself with ``@register``; third-party packages add kinds through the
 ``workbench.components`` entry-point group (an entry point names a module to import, or an options
 class to register), so a new kind needs no edit of this package. Spec validation and error
-messages take their list of allowed kinds from here.
+messages take their list of allowed kinds from here. A kind whose module misspells one of the
+optional hooks (components/protocols.py), or declares one with other parameters, is refused here.
 """
 from __future__ import annotations
 
 import sys
+import types
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Literal
 
 import torch.nn as nn
 from pydantic import BaseModel, ConfigDict
+
+from foxwb.components.protocols import hook_problem
 
 ENTRY_POINT_GROUP = "workbench.components"
 
@@ -73,14 +77,46 @@ def register(cls: type[ComponentSpec]) -> type[ComponentSpec]:
         by = f"plug-in {owner[0]}" if owner else "the workbench (built in)"
         raise ValueError(f"{cls.__module__}.{cls.__name__} registers kind {kind!r} of slot {slot!r}, "
                          f"which {by} already registers ({existing.__name__})")
+    _check_hooks(cls, slot, kind)
     _REGISTRY[slot][kind] = cls
     return cls
 
 
+def module_classes(cls: type[ComponentSpec]) -> list[type[nn.Module]]:
+    """The module classes a kind's ``build`` may return, as far as can be told without building one:
+    those its ``build`` names (a global or a variable of an enclosing function) and those defined
+    in the options class's own module, not torch's. A class reached only through a helper defined
+    elsewhere is not seen."""
+    build = cls.build
+    found = []
+    if isinstance(build, types.FunctionType):
+        found += [build.__globals__.get(n) for n in build.__code__.co_names]
+        for cell in build.__closure__ or ():
+            try:
+                found.append(cell.cell_contents)
+            except ValueError:  # a cell not yet bound
+                pass
+    module = sys.modules.get(cls.__module__)
+    if module is not None:
+        found += [c for c in vars(module).values() if getattr(c, "__module__", None) == cls.__module__]
+    modules = [c for c in found if isinstance(c, type) and issubclass(c, nn.Module)]
+    return [c for c in dict.fromkeys(modules) if c.__module__.split(".")[0] != "torch"]
+
+
+def _check_hooks(cls: type[ComponentSpec], slot: str, kind: str) -> None:
+    """A misspelt or mis-signed optional hook (components/protocols.py) on a module the kind builds
+    would silently never be taken, or fail when called: refused, as a clashing kind is."""
+    for module in module_classes(cls):
+        problem = hook_problem(module)
+        if problem:
+            raise ValueError(f"component {kind!r} for slot {slot!r}: {problem}")
+
+
 def load_entry_points() -> None:
     """Import the third-party components advertised under the entry-point group (once). A plug-in
-    that fails to import or to register (a kind that clashes with one already there) is left
-    out with one warning naming its distribution and entry point; every other kind still works."""
+    that fails to import or to register (a kind that clashes with one already there, a misspelt
+    or mis-signed hook) is left out, every kind it added with it, with one warning naming its
+    distribution and entry point; every other kind still works."""
     global _entry_points_loaded
     if _entry_points_loaded:
         return
@@ -94,9 +130,18 @@ def load_entry_points() -> None:
             obj = ep.load()
             if isinstance(obj, type) and issubclass(obj, ComponentSpec):
                 register(obj)
+            # Once more now that the plug-in's module is imported whole: a class registered by
+            # decorator is checked before the module classes defined after it exist.
+            for slot, kinds_now in _REGISTRY.items():
+                for kind, cls in kinds_now.items():
+                    if before[slot].get(kind) is not cls:
+                        _check_hooks(cls, slot, kind)
         except Exception as e:  # a broken plug-in must not take the built-in kinds down with it
             sys.stderr.write(f"warning: plug-in {dist[0]} {dist[1]} (entry point {ep.name} = {ep.value} in "
                              f"{ENTRY_POINT_GROUP}) is not loaded: {type(e).__name__}: {e}\n")
+            for slot, kinds_then in before.items():  # nor any kind it registered before failing
+                _REGISTRY[slot].clear()
+                _REGISTRY[slot].update(kinds_then)
         for slot, kinds_now in _REGISTRY.items():  # what this plug-in added, by whichever way
             for kind, cls in kinds_now.items():
                 if before[slot].get(kind) is not cls:

@@ -11,9 +11,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils import parametrize
 
+from foxwb.components.protocols import FusedQKNorm, FusedShift, OwnsInit, ProjectsInput
 from foxwb.kernels import forgetting_attention
 from foxwb.workbench.execution import Execution
 from foxwb.workbench.spec.trial import ModelSpec
+
+# The block input's projections that components declared, by slot: slot -> {name: (B, T, width)},
+# each slot's dict what its module's forward gets as ``projected``.
+SlotProjections = dict[str, dict[str, torch.Tensor]]
 
 
 def stored_weight(module: nn.Module) -> nn.Parameter:
@@ -42,36 +47,43 @@ class Attention(nn.Module):
         self.output_gate = slots.output_gate.build(dims)
         self.wo = nn.Linear(d, d, bias=False)
         self.log_pruning_tolerance = slots.log_pruning_tolerance
+        # What the components declare (components/protocols.py), read once here and not in forward:
+        # a Protocol's isinstance walks the class's attributes, which a compiled forward would not trace.
+        # The output gate's d columns before the forget gate's H: they start 16-byte aligned in the
+        # projection and in its gradient, so the kernels that read and write them vectorise.
+        self._projecting = tuple(slot for slot in ("kv_shift", "output_gate", "forget_gate")
+                                 if isinstance(getattr(self, slot), ProjectsInput))
+        self._fusable = ((self.kv_shift is None or isinstance(self.kv_shift, FusedShift))
+                         and (self.qk_norm is None or isinstance(self.qk_norm, FusedQKNorm)))
+
+    def _input_projections(self) -> dict[str, dict[str, nn.Linear]]:
+        """slot -> {name: Linear of x} of each module that declares input_projections()
+        (components/protocols.py, ProjectsInput), in the order their columns take in the block's
+        one matmul, after q, k and v."""
+        return {slot: getattr(self, slot).input_projections() for slot in self._projecting}
 
     def _projections(self) -> list[tuple[str, nn.Linear]]:
-        """(name, Linear of x) for q, k, v and for each component that declares input_projections()."""
-        out = [("q", self.wq), ("k", self.wk), ("v", self.wv)]
-        # The output gate's d columns before the forget gate's H: they start 16-byte aligned in
-        # the projection and in its gradient, so the kernels that read and write them vectorise.
-        for slot in ("kv_shift", "output_gate", "forget_gate"):
-            module = getattr(self, slot)
-            if module is not None and hasattr(module, "input_projections"):
-                out += [(f"{slot}.{name}", lin) for name, lin in module.input_projections().items()]
-        return out
+        """(label, Linear of x) in the matmul's order: q, k, v, then ``slot.name`` for each
+        component's (a label for reading; the block passes projections on by slot, not by it)."""
+        return [("q", self.wq), ("k", self.wk), ("v", self.wv)] + [
+            (f"{slot}.{name}", lin) for slot, named in self._input_projections().items() for name, lin in named.items()]
 
     def _uses_fused_qkv(self, x: torch.Tensor) -> bool:
         """kernels.prepare_qkv covers KV-shift and QK-norm modules that declare they compute its
-        math (``qkv_prep_shift()`` / ``qkv_prep_norm()``; docs/models.md, "Faster paths a component
-        may opt into"); a module without the declaration keeps the per-component path, which is
-        always correct."""
+        math (components/protocols.py: FusedShift's ``qkv_prep_shift()``, FusedQKNorm's
+        ``qkv_prep_norm()``; docs/models.md, "Faster paths a component may opt into"); a module
+        without the declaration keeps the per-component path, which is always correct."""
         ex = self.execution
         if self.kv_shift is None and self.qk_norm is None or not ex.fuse_projections or ex.fused_qkv is False:
             return False
-        if not (self.kv_shift is None or hasattr(self.kv_shift, "qkv_prep_shift")):
-            return False
-        if not (self.qk_norm is None or hasattr(self.qk_norm, "qkv_prep_norm")):
+        if not self._fusable:
             return False
         return ex.fused_qkv or x.is_cuda
 
     @staticmethod
-    def _linear(x: torch.Tensor, projections: list[tuple[str, nn.Linear]]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def _linear(x: torch.Tensor, linears: list[nn.Linear]) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """One matmul for several Linears of x: (the output with its padding, each one's slice)."""
-        weights = [lin.weight for _, lin in projections]
+        weights = [lin.weight for lin in linears]
         sizes = [w.shape[0] for w in weights]
         pad = -sum(sizes) % 64  # keeps the output's rows 128-byte aligned for the matmul
         if pad:
@@ -80,58 +92,70 @@ class Attention(nn.Module):
         return out, list(out.split(sizes + [pad], dim=-1)[: len(sizes)])
 
     @staticmethod
-    def _named(projections: list[tuple[str, nn.Linear]], outputs) -> dict[str, torch.Tensor]:
+    def _with_biases(linears: list[nn.Linear], outputs) -> list[torch.Tensor]:
         # Biases (the forget gate's) are added to their own slice, not as one concatenated bias:
         # that one's gradient summed the whole (B * T, 3d + ...) output gradient over tokens,
         # 0.7 ms per step at 125M (docs/performance.md), for a dozen columns.
-        return {name: t if lin.bias is None else t + lin.bias for (name, lin), t in zip(projections, outputs)}
+        return [t if lin.bias is None else t + lin.bias for lin, t in zip(linears, outputs)]
 
-    def _project(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        projections = self._projections()
-        if not self.execution.fuse_projections:
-            return {name: lin(x) for name, lin in projections}
-        return self._named(projections, self._linear(x, projections)[1])
+    @staticmethod
+    def _by_slot(named: dict[str, dict[str, nn.Linear]], outputs: list[torch.Tensor]) -> SlotProjections:
+        """The outputs of ``named``'s Linears, in its order, put back under their slots and names."""
+        it = iter(outputs)
+        return {slot: {name: next(it) for name in linears} for slot, linears in named.items()}
 
-    def _fused_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+    def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, SlotProjections]:
+        """q, k, v (B, T, d) and the components' projections of x, by slot."""
+        named = self._input_projections()
+        linears = [self.wq, self.wk, self.wv] + [lin for by_name in named.values() for lin in by_name.values()]
+        if self.execution.fuse_projections:
+            outputs = self._with_biases(linears, self._linear(x, linears)[1])
+        else:
+            outputs = [lin(x) for lin in linears]
+        q, k, v, *rest = outputs
+        return q, k, v, self._by_slot(named, rest)
+
+    def _fused_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, SlotProjections]:
         """q, k, v (B, T, H, D) with KV-shift and QK-norm applied, and the other projections by
-        name, through kernels.prepare_qkv: the projection is still one matmul, whose gates'
+        slot, through kernels.prepare_qkv: the projection is still one matmul, whose gates'
         columns come back as a view; their gradients and those of q, k, v are written into one
         gradient of that matmul's output, by the kernel."""
         # Imported here: Triton reads TRITON_INTERPRET when it first decorates the kernel.
         from foxwb.kernels.qkv_prep.op import prepare_qkv
 
         shift, norm = self.kv_shift, self.qk_norm
-        projections = self._projections()
-        n = 3 + len(shift.input_projections() if shift is not None else {})
+        named = self._input_projections()
+        shift_logits = list(named.pop("kv_shift", {}).values())  # the kernel reads these columns itself
+        rest = [lin for by_name in named.values() for lin in by_name.values()]
         k_shift, v_shift = shift.qkv_prep_shift() if shift is not None else (False, False)
         q_weight, k_weight, eps = norm.qkv_prep_norm() if norm is not None else (None, None, 1e-5)
-        proj, _ = self._linear(x, projections)
+        proj, _ = self._linear(x, [self.wq, self.wk, self.wv] + shift_logits + rest)
         # One view per component's columns: each one's gradient comes back a tensor of its own,
         # which the kernel copies into d proj (joined, they cost a concatenating kernel).
-        q, k, v, rest = prepare_qkv(proj, self.n_heads, self.head_dim, k_shift=k_shift, v_shift=v_shift,
-                                    q_weight=q_weight, k_weight=k_weight, eps=eps,
-                                    rest=[lin.weight.shape[0] for _, lin in projections[n:]])
-        return q, k, v, self._named(projections[n:], rest)
+        q, k, v, outputs = prepare_qkv(proj, self.n_heads, self.head_dim, k_shift=k_shift, v_shift=v_shift,
+                                       q_weight=q_weight, k_weight=k_weight, eps=eps,
+                                       rest=[lin.weight.shape[0] for lin in rest])
+        return q, k, v, self._by_slot(named, self._with_biases(rest, outputs))
 
-    def _component(self, slot: str, projected: dict, *args):
+    def _component(self, slot: str, projected: SlotProjections, *args):
         """Call a slot's module; one that declares input_projections() gets its outputs."""
         module = getattr(self, slot)
-        if not hasattr(module, "input_projections"):
+        if slot not in self._projecting:
             return module(*args)
-        prefix = slot + "."
-        return module(*args, projected={k[len(prefix):]: v for k, v in projected.items() if k.startswith(prefix)})
+        return module(*args, projected=projected[slot])
 
-    def attention_inputs(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, dict]:
+    def attention_inputs(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None,
+                                                         SlotProjections]:
         """q, k, v (B, T, H, D) with KV-shift, QK-norm and RoPE applied, log f (B, T, H) fp32 or
-        None, and the projections the later slots use, from the pre-normed block input x (B, T, d)."""
+        None, and the projections the later slots use, by slot, from the pre-normed block input x (B, T, d)."""
         B, T, d = x.shape
         if self._uses_fused_qkv(x):
             q, k, v, projected = self._fused_qkv(x)  # (B, T, H, D), KV-shift and QK-norm applied
         else:
-            projected = self._project(x)
-            q = projected["q"].view(B, T, self.n_heads, self.head_dim)  # (B, T, H, D)
-            k = projected["k"].view(B, T, self.n_heads, self.head_dim)
-            v = projected["v"].view(B, T, self.n_heads, self.head_dim)
+            q, k, v, projected = self._project(x)
+            q = q.view(B, T, self.n_heads, self.head_dim)  # (B, T, H, D)
+            k = k.view(B, T, self.n_heads, self.head_dim)
+            v = v.view(B, T, self.n_heads, self.head_dim)
             if self.kv_shift is not None:
                 k, v = self._component("kv_shift", projected, x, k, v)
             if self.qk_norm is not None:
@@ -185,9 +209,10 @@ class LM(nn.Module):
             nn.init.normal_(stored_weight(module), std=self.spec.init_std)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
-        # A component's own init of some of its Linears' parameters (the forget gate's bias):
+        # A component's own init of some of its Linears' parameters (the forget gate's bias;
+        # components/protocols.py, OwnsInit):
         # apply() visits a module after its children, so this comes after the lines above.
-        if hasattr(module, "init_overrides"):
+        if isinstance(module, OwnsInit):
             module.init_overrides()
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
+from foxwb.components.protocols import lr_scale_of
 from foxwb.workbench.data.corpus import IGNORE
 from foxwb.workbench.execution import Execution
 from foxwb.workbench.train.grad_parts import GradParts
@@ -29,13 +30,13 @@ def lr_at(spec: TrainSpec, tokens: int) -> float:
 
 def make_optimizer(model: nn.Module, spec: TrainSpec, device: torch.device) -> torch.optim.AdamW:
     """Weight decay on the matrices of Linear layers and the embedding only (docs/fox-notes.md, "Training
-    recipe"); a parameter with an ``lr_scale`` attribute (set by its component) trains at that multiple
-    of the schedule's learning rate, in a group of its own."""
+    recipe"); a parameter with an ``lr_scale`` attribute (set by its component: components/protocols.py,
+    ``set_lr_scale``) trains at that multiple of the schedule's learning rate, in a group of its own."""
     decay = {id(stored_weight(m)) for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))}
     params = list(dict.fromkeys(model.parameters()))
     keyed: dict[tuple[bool, float], list] = {}
     for p in params:
-        keyed.setdefault((id(p) in decay, float(getattr(p, "lr_scale", 1.0))), []).append(p)
+        keyed.setdefault((id(p) in decay, lr_scale_of(p)), []).append(p)
     # The two groups of old first and in their old order, so that old checkpoints' optimizer states load.
     order = sorted(keyed, key=lambda k: (k[1] != 1.0, not k[0], k[1]))
     groups = [{"params": keyed[k], "weight_decay": spec.weight_decay if k[0] else 0.0, "lr_scale": k[1]}
