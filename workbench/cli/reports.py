@@ -104,6 +104,9 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
     detect it, from the pilot runs' spread."""
     from foxwb.workbench.analysis import runs as results, status, table
     from foxwb.workbench.spec.cost import flops_per_token, param_counts
+    # The runner's public helpers, imported here as the spec stage is (load_study): the runner
+    # imports the study's spec, which brings torch, and `wb --help` does without it. (It imports
+    # neither Ray nor MLflow, nor changes the environment, when imported.)
     from foxwb.workbench.run.runner import no_gpu_here, optuna_draws_done, to_run
     from foxwb.workbench.spec.study import expand, schedule_notes, variant_names
 
@@ -150,6 +153,9 @@ def dry_run(study, workdir, args: argparse.Namespace) -> int:
             print(f"note: the study asks resources.gpu={study.resources.gpu} a trial and this machine has no GPU: "
                   "`wb run` here stops at once; run it on a GPU machine, or pass --ray-address of a cluster with GPUs")
         else:
+            # Imported here, not with this module: importing ray_train sets RAY_TRAIN_V2_ENABLED (it
+            # must come before Ray Train's own imports), which `wb --help` and the commands that
+            # use no Ray Train have no business doing.
             from foxwb.workbench.run.ray_train import check_study
 
             try:

@@ -1,6 +1,7 @@
 """A study on Ray Tune (and Ray Train for multi-worker trials), tracked by the driver in MLflow.
 
-- ``runner``: the trials not done yet, on Ray Tune, with the driver's tracking callback.
+- ``runner``: the trials not done yet, on Ray Tune; ``tracking_callback``: the driver's Tune
+  callback, which writes each trial's run in the store.
 - ``confirm``: tune, then confirm (a study's ``search.confirm``).
 - ``rerun``: redo trials on purpose (``wb run --rerun``).
 - ``tune_trial``: the trainables Tune runs in its workers; ``tune_report``: how a trial reports.

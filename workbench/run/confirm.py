@@ -10,17 +10,16 @@ dedup: a confirmation trial that is a search trial already run is not run again)
   for; a variant with no finished point is an error.
 - **A crossed design** chooses per cell, each variant at each point of the axis (its row in the
   study table, ``FoX (Pro) [context=1024]``): the point's best learning rate, say, is its own.
-- **The stages** are two calls of ``run_study``; a driver stopped between them finds the search
+- **The stages** are run one after the other by the runner (foxwb.workbench.run.runner.run_study),
+  each as a list of trials: ``search_stage``'s, then ``confirmation_trials`` of the choices
+  (``best_points``) under ``confirmation_stage``. A driver stopped between them finds the search
   done on its next run and goes on with the confirmation.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 
-from foxwb.workbench.train import layout
-from foxwb.workbench.run import live_view as progress
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.trial import TrialSpec
 from foxwb.workbench.spec.study import CrossedDesign, StudySpec, Trial, cell_of, expand, with_point
@@ -53,6 +52,11 @@ def edge_note(study: StudySpec, choice: Choice) -> str:
 def search_stage(study: StudySpec) -> StudySpec:
     """The study without its confirmation: the search alone."""
     return study.model_copy(update={"search": study.search.model_copy(update={"confirm": None})})
+
+
+def confirmation_stage(study: StudySpec) -> StudySpec:
+    """The study its confirmation trials run under: no search (they are ordinary trials)."""
+    return study.model_copy(update={"search": None})
 
 
 def choose(study: StudySpec, runs: list) -> dict[str, Choice]:
@@ -105,41 +109,13 @@ def choice_tags(study: StudySpec, choices: dict[str, Choice]) -> dict[str, str]:
             "confirm_metric": confirm.metric}
 
 
-def run_confirmed(study: StudySpec, workdir: Path, run_study, **kw):
-    """Both stages; returns the search's and the confirmation's outcomes together."""
-    from foxwb.workbench.run.tracking import Store, local_tracking_uri
-
-    first = run_study(search_stage(study), workdir, **kw)
-    if getattr(first, "stopped", None):
-        print(f"study {study.name!r}: stopped during the search; the confirmation follows when the study runs again",
-              flush=True)
-        return first
-    failed = [o for o in first.outcomes.values() if o.status != "FINISHED"]
-    if failed:
-        # A point the search could not train (a learning rate that diverges) is an answer of the
-        # search, not a reason to wait: the choice is among the points that finished. The failed
-        # ones run again with the study, as every unfinished trial does.
-        names = ", ".join(f"{o.trial.variant} [{o.trial.point_label}]" for o in failed[:5])
-        print(f"study {study.name!r}: {progress.count(len(failed), 'search trial')} did not finish ({names}"
-              f"{', ...' if len(failed) > 5 else ''}); each variant's choice is made among its finished points",
-              flush=True)
-    store = Store(kw.get("tracking_uri") or local_tracking_uri(workdir.resolve()), study.experiment, layout.artifacts(workdir.resolve()))
-    choices = choose(study, store.trial_runs(study.name))
+def best_points(study: StudySpec, runs: list) -> dict[str, Choice]:
+    """``choose`` once the search has finished, every variant (a crossed design: every cell)
+    with its choice: one with no finished search trial that reports the metric is an error."""
+    choices = choose(study, runs)
     variants = list(dict.fromkeys(cell_of(study, t.variant, dict(t.search_point)) for t in expand(search_stage(study))))
     missing = [v for v in variants if v not in choices]
     if missing:
         raise SpecError(f"search.confirm: no finished search trial of {', '.join(map(repr, missing))} reports "
                         f"{study.search.confirm.metric!r}; nothing to confirm")
-    store.describe_study(store.study_parent(study.name), choice_tags(study, choices))
-    for c in choices.values():
-        edge = edge_note(study, c)
-        print(f"confirm  {c.variant}: {c.label}  ({study.search.confirm.metric} {c.mean:.4f} over {progress.count(c.n_seeds, 'seed')})"
-              + (f"  note: {edge}" if edge else ""), flush=True)
-    kw["rerun_selectors"] = None  # a rerun redoes search trials; the confirmation follows from them
-    second = run_study(study.model_copy(update={"search": None}), workdir, trials=confirmation_trials(study, choices), **kw)
-    # Counted once: a confirmation trial that is a search trial is one trial, and what the first
-    # stage finished now was not done before this run.
-    searched = {t.spec_hash for t in first.trials}
-    done = {**first.done, **{h: r for h, r in second.done.items() if h not in first.outcomes}}
-    return replace(second, trials=first.trials + [t for t in second.trials if t.spec_hash not in searched],
-                   done=done, outcomes={**first.outcomes, **second.outcomes})
+    return choices

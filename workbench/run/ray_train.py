@@ -17,6 +17,13 @@ import threading
 import time
 from pathlib import Path
 
+# Left at import, ahead of this module's own imports, on purpose: Ray Train reads the flag when its
+# modules are first imported (its package picks its V1 or V2 API then), so it must be in the
+# environment before anything here imports ray.train, in every process that uses this module:
+# `wb train --workers` (which runs no study: runner.configure_ray_env is not called), a study's
+# driver (the runner imports this module before it starts a Ray of its own, whose processes
+# inherit the flag) and a Tune trial of more than one worker. Ray 2.60 enables V2 by default; an
+# environment that sets the flag keeps its value.
 os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
 
 from foxwb.workbench.run import local_ray  # noqa: E402

@@ -2,42 +2,50 @@
 
 One Ray Tune trial = ``train_trial(TrialSpec)`` (foxwb.workbench.run.tune_trial). Trials report through
 ``tune.report`` (every validation, with the step metrics since the last one, and once at the end
-with the arrays); a driver-side Tune callback writes MLflow. A failing trial reports its reason and
-ends; the others go on. Trials whose spec hash has a FINISHED run are skipped, and a trial
-interrupted mid-way resumes from its checkpoint under ``<workdir>/trials/<spec_hash>``.
+with the arrays); a driver-side Tune callback writes MLflow (foxwb.workbench.run.tracking_callback). A
+failing trial reports its reason and ends; the others go on. Trials whose spec hash has a FINISHED
+run are skipped, and a trial interrupted mid-way resumes from its checkpoint under
+``<workdir>/trials/<spec_hash>``. A tune-then-confirm study runs its search, then its confirmation
+(foxwb.workbench.run.confirm chooses the points and builds the trials), one list of trials at a time.
 """
 from __future__ import annotations
 
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from foxwb.workbench.train import layout
-from foxwb.workbench.run import local_ray, live_view as progress, rerun
+from foxwb.workbench.run import confirm, local_ray, live_view as progress, rerun
 from foxwb.workbench.run.driver import Driver
 from foxwb.workbench.spec.errors import SpecError
-from foxwb.workbench.train.faults import sentence
 from foxwb.workbench.spec.study import StudySpec, Trial, base_variant, design_tags, expand, schedule_notes
 from foxwb.workbench.run.tracking import Store, create_local_store, local_tracking_uri, open_store
 from foxwb.workbench.run.tune_trial import search_point, train_search_trial, train_trial
 
-os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-# Tune's own CSV/JSON/TensorBoard loggers would duplicate what MLflow records.
-os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-# Trials stay in the working directory they start in (on local Ray, the driver's) instead of
-# Tune's per-trial folder, so that data paths relative to where `wb run` ran are found; a trial
-# writes only under its absolute <workdir>/trials/<spec_hash>.
-os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
-# Between validations a trial reports its progress (tokens, training loss; no val_loss): the
-# scheduler (ASHA) and the searcher skip such results, Tune's strict check would reject them.
-os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
-# The driver's own handler stops a study on Ctrl-C (foxwb.workbench.run.stops): runs KILLED, exit 130.
-os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
-# Tune's boxed summary of each Tuner (its searcher, scheduler and folder) says nothing the
-# workbench's own lines don't; Tune's older reporter, at verbose=0, prints nothing.
-os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+def configure_ray_env() -> None:
+    """The environment Ray and Tune are to run the study in, each variable unless it is set
+    already. Called by ``run_study`` before it imports Ray: the driver reads them (Tune's settings),
+    and the processes Ray starts afterwards inherit them (those of a local Ray, started by the
+    driver) or are handed them by Tune (RAY_CHDIR_TO_TRIAL_DIR: a trial's, on a cluster too).
+    Set here, not when this module is imported: `wb --help` and the dry run import it too."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Tune's own CSV/JSON/TensorBoard loggers would duplicate what MLflow records.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    # Trials stay in the working directory they start in (on local Ray, the driver's) instead of
+    # Tune's per-trial folder, so that data paths relative to where `wb run` ran are found; a trial
+    # writes only under its absolute <workdir>/trials/<spec_hash>.
+    os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
+    # Between validations a trial reports its progress (tokens, training loss; no val_loss): the
+    # scheduler (ASHA) and the searcher skip such results, Tune's strict check would reject them.
+    os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+    # The driver's own handler stops a study on Ctrl-C (foxwb.workbench.run.stops): runs KILLED, exit 130.
+    os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+    # Tune's boxed summary of each Tuner (its searcher, scheduler and folder) says nothing the
+    # workbench's own lines don't; Tune's older reporter, at verbose=0, prints nothing.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
 
 def _reuse_actors(study: StudySpec) -> bool:
@@ -50,6 +58,9 @@ def _reuse_actors(study: StudySpec) -> bool:
 
 @dataclass
 class Outcome:
+    """What the driver knows of one trial of this run: set as it goes by the tracking callback
+    (foxwb.workbench.run.tracking_callback), and by the driver for the trials a stop ends."""
+
     trial: Trial
     status: str = "PENDING"
     reason: str = ""
@@ -64,130 +75,10 @@ class Outcome:
     def resumed(self) -> bool:
         return self.resumed_from is not None
 
-
-def _tracking_callback(store: Store, parent_id: str, study: str, code: str, outcomes: dict[str, Outcome], resolve,
-                       finished: set[str], driver: Driver):
-    """``resolve(tune trial config) -> Trial`` names the trial a Tune trial runs; a spec hash in
-    ``finished`` (an adaptive search drawing a point again) is not tracked a second time. Writes
-    hold ``driver.lock``; a write that fails stops the study (``driver.stops``) with its reason."""
-    from ray import tune
-
-    def guarded(method):
-        def call(self, *args, **kw):
-            if driver.stops.kind in ("store", "lease", "ray"):
-                return None  # the store is not ours to write any more, or not writable
-            try:
-                with driver.lock:
-                    return method(self, *args, **kw)
-            except BrokenPipeError:  # a line to a reader that is gone, not a store that failed
-                driver.stops.output_closed()
-            except Exception as e:
-                driver.stops.request("store", f"the tracking store could not be written: {sentence(e)}")
-                _say(f"error: {driver.stops.reason}; stopping the study")
-        return call
-
-    class TrackingCallback(tune.Callback):
-        """Driver side: the only writer of the tracking store."""
-
-        def __init__(self):
-            self.runs: dict[str, str] = {}
-            self.keys: dict[str, str] = {}
-            self.resolve = resolve  # the runner swaps it per Tuner
-
-        def _outcome(self, trial) -> Outcome:
-            return outcomes[self.keys[trial.trial_id]]
-
-        def on_trial_start(self, iteration, trials, trial, **info):
-            ours = self.resolve(trial.config)
-            if ours.spec_hash in finished:
-                _say(f"repeat   {ours.variant} [{ours.point_label}]: a finished trial; not tracked again")
-                return
-            self.keys[trial.trial_id] = ours.spec_hash
-            out = outcomes.setdefault(ours.spec_hash, Outcome(ours))
-            out.status, out.started = "RUNNING", time.time()
-            self.runs[trial.trial_id] = out.run_id = store.start_trial(parent_id, study, out.trial, code)
-            _say(f"start    {trial_label(out.trial)}  [{out.trial.spec_hash}]")
-
-        def on_trial_result(self, iteration, trials, trial, result, **info):
-            if trial.trial_id not in self.keys:
-                return
-            run_id, out = self.runs[trial.trial_id], self._outcome(trial)
-            # Each step's metrics carry the time the step ended (the trial's clock), so the store
-            # tells a running trial's rate (wb status) whatever the reports' batching.
-            rows = [(k, v, s["tokens"], s["time_ms"]) if "time_ms" in s else (k, v, s["tokens"])
-                    for s in result.get("wb_steps", []) for k, v in s.items()
-                    if k not in ("tokens", "step", "time_ms") and isinstance(v, (int, float))]
-            # GPU samples keep the time they were taken: MLflow's UI plots system metrics by it.
-            rows += [(k, v, s["tokens"], s["time_ms"]) for s in result.get("wb_system", []) for k, v in s.items()
-                     if k.startswith("system/")]
-            if result.get("wb_resumed"):  # tagged before the steps it sends again are logged
-                store.resumed(run_id, result["wb_resumed"]["tokens"])
-            store.log_metrics(run_id, rows)
-            total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)  # what the lines show
-            if result.get("wb_resumed"):
-                at = result["wb_resumed"]
-                out.resumed_from = (at.get("time_ms", time.time() * 1000) / 1000, at["tokens"])  # its rate counts from here
-                step = f"step {at['step']:,}, " if at.get("step") is not None else ""
-                _say(f"resume   {trial_label(out.trial)}  [{out.trial.spec_hash}]  from its checkpoint at {step}"
-                     f"{at['tokens']:,}/{total:,} tokens")
-            if result.get("wb_done"):
-                store.finish_trial(run_id, result["wb_result"])
-                self._end(out, "FINISHED", val_ppl=result["wb_result"]["val_ppl"], epochs=result["wb_result"].get("data_epochs"))
-            elif result.get("wb_failed"):
-                store.fail_trial(run_id, result["wb_failed"], result.get("wb_traceback", ""))
-                self._end(out, "FAILED", reason=result["wb_failed"])
-            else:
-                if not result.get("wb_progress"):
-                    out.last = result  # an intermediate validation, kept for an early stop
-                losses = [s["train_loss"] for s in result.get("wb_steps", []) if "train_loss" in s]
-                started, start_tokens = out.resumed_from or (out.started, 0)
-                progress.VIEW.update(trial.trial_id, trial_label(out.trial), total,
-                                     result.get("tokens", 0), losses[-1] if losses else None, started, start_tokens,
-                                     [(s["time_ms"] / 1000, s["tokens"]) for s in result.get("wb_steps", []) if "time_ms" in s])
-
-        def on_trial_complete(self, iteration, trials, trial, **info):
-            if trial.trial_id not in self.keys:
-                return
-            out = self._outcome(trial)
-            if out.status == "RUNNING" and driver.stops:  # stopped with the study: closed by the driver
-                return
-            if out.status == "RUNNING":  # stopped by the scheduler (ASHA) before its last report
-                store.finish_trial(self.runs[trial.trial_id], {"val_loss": out.last.get("val_loss"), "tokens": out.last.get("tokens")},
-                                   stopped_early=True)
-                self._end(out, "FINISHED", reason="stopped early by ASHA")
-
-        def on_trial_error(self, iteration, trials, trial, **info):
-            if trial.trial_id not in self.keys:
-                return
-            out = self._outcome(trial)
-            if out.status == "RUNNING" and driver.stops:  # killed by the Ctrl-C the driver got too
-                return
-            if out.status == "RUNNING":
-                reason = _error_text(trial)
-                store.fail_trial(self.runs[trial.trial_id], reason)
-                self._end(out, "FAILED", reason=reason)
-
-        def _end(self, out: Outcome, status: str, reason: str = "", val_ppl=None, epochs=None):
-            if status == "FINISHED":
-                finished.add(out.trial.spec_hash)
-            out.status, out.reason, out.val_ppl, out.seconds = status, reason, val_ppl, time.time() - out.started
-            done = sum(o.status in ("FINISHED", "FAILED") for o in outcomes.values())
-            detail = f"val_ppl {val_ppl:.3f}" if val_ppl else reason[:160]
-            if epochs and epochs > 1:  # the held-out loss then measures memorising too
-                detail += f"  (trained {epochs:.1f}x over its data)"
-            progress.VIEW.done(next((k for k, v in self.keys.items() if v == out.trial.spec_hash), ""))
-            _say(f"{status.lower():<9}{trial_label(out.trial)}  {detail}  ({out.seconds:.0f} s)  [{done}/{len(outcomes)}]")
-
-    for name in ("on_trial_start", "on_trial_result", "on_trial_complete", "on_trial_error"):
-        setattr(TrackingCallback, name, guarded(getattr(TrackingCallback, name)))
-    return TrackingCallback()
-
-
-def _error_text(trial) -> str:
-    path = getattr(trial, "error_file", None)
-    if path and Path(path).exists():
-        return Path(path).read_text()[-2000:]
-    return "the trial's process died without a report (killed, or out of memory)"
+    @property
+    def label(self) -> str:
+        """The trial's full name in the lines (trial_label)."""
+        return trial_label(self.trial)
 
 
 def _say(line: str) -> None:
@@ -250,14 +141,60 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
     foxwb.workbench.run.lease; ``take_over`` takes a stale one); ``rerun_selectors`` (foxwb.workbench.run.rerun) names
     trials to run again from scratch. ``report(StudyRun) -> exit code`` is what prints the summary,
     called by the driver itself where Ray is lost under the study (foxwb.workbench.run.driver). ``trials``:
-    these instead of the study's own (a tune-then-confirm study's confirmation stage,
-    workbench/run/confirm.py)."""
+    these instead of the study's own. A tune-then-confirm study (``search.confirm``) runs in two
+    stages, its search and then its confirmation (workbench/run/confirm.py), returned as one StudyRun."""
+    configure_ray_env()
+    settings = dict(ray_address=ray_address, tracking_uri=tracking_uri, max_concurrent=max_concurrent,
+                    telemetry=telemetry, progress_seconds=progress_seconds, take_over=take_over, report=report)
     if trials is None and study.search is not None and study.search.confirm is not None:
-        from foxwb.workbench.run.confirm import run_confirmed
+        return _search_then_confirmation(study, workdir, rerun_selectors, **settings)
+    return _run_trials(study, workdir, trials, rerun_selectors, **settings)
 
-        return run_confirmed(study, workdir, run_study, ray_address=ray_address, tracking_uri=tracking_uri,
-                             max_concurrent=max_concurrent, telemetry=telemetry, progress_seconds=progress_seconds,
-                             take_over=take_over, rerun_selectors=rerun_selectors, report=report)
+
+def _search_then_confirmation(study: StudySpec, workdir: Path, rerun_selectors: list[str] | None, **settings) -> StudyRun:
+    """The two stages of a tune-then-confirm study: the search (the study without its
+    confirmation), then each variant's best point on the confirmation seeds, chosen from the
+    store once the search has finished. A driver stopped between them finds the search done on its
+    next run and goes on with the confirmation."""
+    first = _run_trials(confirm.search_stage(study), workdir, None, rerun_selectors, **settings)
+    if first.stopped:
+        print(f"study {study.name!r}: stopped during the search; the confirmation follows when the study runs again",
+              flush=True)
+        return first
+    failed = [o for o in first.outcomes.values() if o.status != "FINISHED"]
+    if failed:
+        # A point the search could not train (a learning rate that diverges) is an answer of the
+        # search, not a reason to wait: the choice is among the points that finished. The failed
+        # ones run again with the study, as every unfinished trial does.
+        names = ", ".join(f"{o.trial.variant} [{o.trial.point_label}]" for o in failed[:5])
+        print(f"study {study.name!r}: {progress.count(len(failed), 'search trial')} did not finish ({names}"
+              f"{', ...' if len(failed) > 5 else ''}); each variant's choice is made among its finished points",
+              flush=True)
+    root = workdir.resolve()
+    store = Store(settings["tracking_uri"] or local_tracking_uri(root), study.experiment, layout.artifacts(root))
+    choices = confirm.best_points(study, store.trial_runs(study.name))
+    store.describe_study(store.study_parent(study.name), confirm.choice_tags(study, choices))
+    metric = study.search.confirm.metric
+    for c in choices.values():
+        edge = confirm.edge_note(study, c)
+        print(f"confirm  {c.variant}: {c.label}  ({metric} {c.mean:.4f} over {progress.count(c.n_seeds, 'seed')})"
+              + (f"  note: {edge}" if edge else ""), flush=True)
+    # No rerun here: a rerun redoes search trials, and the confirmation follows from them.
+    second = _run_trials(confirm.confirmation_stage(study), workdir, confirm.confirmation_trials(study, choices), None,
+                         **settings)
+    # Counted once: a confirmation trial that is a search trial is one trial, and what the first
+    # stage finished now was not done before this run.
+    searched = {t.spec_hash for t in first.trials}
+    done = {**first.done, **{h: r for h, r in second.done.items() if h not in first.outcomes}}
+    return replace(second, trials=first.trials + [t for t in second.trials if t.spec_hash not in searched],
+                   done=done, outcomes={**first.outcomes, **second.outcomes})
+
+
+def _run_trials(study: StudySpec, workdir: Path, trials: list[Trial] | None, rerun_selectors: list[str] | None, *,
+                ray_address: str | None, tracking_uri: str | None, max_concurrent: int | None, telemetry,
+                progress_seconds: float | None, take_over: bool, report) -> StudyRun:
+    """One list of trials (None: the study's own) on Ray Tune, those not done yet: the checks,
+    the lease, a Tuner per group of trials, the tracking callback writing the store."""
     if ray_address is not None and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").exists():
         # `ray start` turns token authentication on and keeps the token in ~/.ray/auth_token; a
         # driver sends it only with RAY_AUTH_MODE=token (Ray 2.60), read when ray is first imported.
@@ -315,7 +252,13 @@ def run_study(study: StudySpec, workdir: Path, *, ray_address: str | None = None
             local_ray.start(log_to_driver=False)
             driver.stops.install()  # again: ray.init took SIGTERM over (foxwb.workbench.run.stops)
         driver.watch_ray()
-        callback = _tracking_callback(store, parent_id, study.name, code, outcomes, _resolver(todo), set(done), driver)
+        # Imported here: it brings Ray Tune (its base class), which takes seconds to import, and
+        # the dry run (which imports this module), the checks and a study with nothing to run
+        # need none of it.
+        from foxwb.workbench.run.tracking_callback import TrackingCallback
+
+        callback = TrackingCallback(store, driver, outcomes, set(done), _resolver(todo), parent_id=parent_id,
+                                    study=study.name, code=code, new_outcome=Outcome)
         plain = run_order([t for t in todo if not t.optuna_samples])
         if study.search is not None and study.search.asha is not None:
             # ASHA compares the trials of one Tuner: one Tuner per variant keeps a weak variant's
@@ -426,7 +369,7 @@ def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, 
     from foxwb.workbench.spec.study import with_point
 
     scheduler = _asha(study, [template])
-    callback.resolve = lambda config: with_point(template, search_point(config))
+    callback.resolve_by(lambda config: with_point(template, search_point(config)))
     trainable = tune.with_parameters(train_search_trial, template=template.spec.model_dump_json(),
                                      workdir=str(workdir), cpus=study.resources.cpu, telemetry=telemetry,
                                      progress_s=progress_s, gpu=study.resources.gpu)
