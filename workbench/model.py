@@ -11,10 +11,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils import parametrize
 
-from foxwb.components.protocols import FusedQKNorm, FusedShift, OwnsInit, ProjectsInput
+from foxwb.components.protocols import HOOKS, FusedQKNorm, FusedShift, OwnsInit, ProjectsInput
 from foxwb.kernels import forgetting_attention
 from foxwb.workbench.execution import Execution
 from foxwb.workbench.spec.trial import ModelSpec
+
+# The fast-path hooks' names, as the Protocols state them (components/protocols.py). The block asks
+# a module for them as it runs (hasattr): a module swapped in after the build is asked too, and a
+# compiled forward traces a plain attribute check, not a Protocol's isinstance.
+_HOOK = {protocol: name for name, protocol in HOOKS.items()}
+_PROJECTS, _SHIFT, _NORM = _HOOK[ProjectsInput], _HOOK[FusedShift], _HOOK[FusedQKNorm]
 
 # The block input's projections that components declared, by slot: slot -> {name: (B, T, width)},
 # each slot's dict what its module's forward gets as ``projected``.
@@ -47,20 +53,15 @@ class Attention(nn.Module):
         self.output_gate = slots.output_gate.build(dims)
         self.wo = nn.Linear(d, d, bias=False)
         self.log_pruning_tolerance = slots.log_pruning_tolerance
-        # What the components declare (components/protocols.py), read once here and not in forward:
-        # a Protocol's isinstance walks the class's attributes, which a compiled forward would not trace.
-        # The output gate's d columns before the forget gate's H: they start 16-byte aligned in the
-        # projection and in its gradient, so the kernels that read and write them vectorise.
-        self._projecting = tuple(slot for slot in ("kv_shift", "output_gate", "forget_gate")
-                                 if isinstance(getattr(self, slot), ProjectsInput))
-        self._fusable = ((self.kv_shift is None or isinstance(self.kv_shift, FusedShift))
-                         and (self.qk_norm is None or isinstance(self.qk_norm, FusedQKNorm)))
 
     def _input_projections(self) -> dict[str, dict[str, nn.Linear]]:
         """slot -> {name: Linear of x} of each module that declares input_projections()
         (components/protocols.py, ProjectsInput), in the order their columns take in the block's
         one matmul, after q, k and v."""
-        return {slot: getattr(self, slot).input_projections() for slot in self._projecting}
+        # The output gate's d columns before the forget gate's H: they start 16-byte aligned in the
+        # projection and in its gradient, so the kernels that read and write them vectorise.
+        modules = ((slot, getattr(self, slot)) for slot in ("kv_shift", "output_gate", "forget_gate"))
+        return {slot: module.input_projections() for slot, module in modules if hasattr(module, _PROJECTS)}
 
     def _projections(self) -> list[tuple[str, nn.Linear]]:
         """(label, Linear of x) in the matmul's order: q, k, v, then ``slot.name`` for each
@@ -76,7 +77,9 @@ class Attention(nn.Module):
         ex = self.execution
         if self.kv_shift is None and self.qk_norm is None or not ex.fuse_projections or ex.fused_qkv is False:
             return False
-        if not self._fusable:
+        if not (self.kv_shift is None or hasattr(self.kv_shift, _SHIFT)):
+            return False
+        if not (self.qk_norm is None or hasattr(self.qk_norm, _NORM)):
             return False
         return ex.fused_qkv or x.is_cuda
 
@@ -140,7 +143,7 @@ class Attention(nn.Module):
     def _component(self, slot: str, projected: SlotProjections, *args):
         """Call a slot's module; one that declares input_projections() gets its outputs."""
         module = getattr(self, slot)
-        if slot not in self._projecting:
+        if not hasattr(module, _PROJECTS):
             return module(*args)
         return module(*args, projected=projected[slot])
 
