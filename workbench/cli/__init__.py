@@ -1,2 +1,3 @@
-"""The ``wb`` command line: ``main`` (the parser, info, train, run, dashboard) and ``reports``
-(status, results, the dry run)."""
+"""The ``wb`` command line. ``main`` holds the parser and hands the command to its module, imported
+only when that command runs: ``info``, ``train``, ``run`` (and its dry run), ``status``,
+``results``, ``dashboard``; ``study_runs`` reads a study's runs for ``results`` and the dry run."""

@@ -1,0 +1,74 @@
+"""``wb results``: a study's table from the tracking store (mean and 95% CI over seeds, the paired
+comparison with the base, its power; effects and scaling fits where the design has them), as text,
+CSV, parquet or JSON; or two studies' shared rows side by side."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from foxwb.workbench.analysis import export, report, table
+from foxwb.workbench.analysis.effects import effects, grid_effects
+from foxwb.workbench.analysis.scaling.laws import study_fits
+from foxwb.workbench.cli.study_runs import check_metric, no_trials, results_of
+from foxwb.workbench.spec.errors import SpecError
+
+
+def command(args: argparse.Namespace) -> int:
+    if args.format == "parquet" and not args.out:
+        raise SpecError("--format parquet needs --out FILE (parquet is binary)")
+    if len(args.study) > 2:
+        raise SpecError(f"wb results takes one study, or two to compare; got {len(args.study)}")
+    loaded = [results_of(target, args) for target in args.study]
+    for name, _, runs, _ in loaded:
+        if runs.is_empty():  # nothing there to read: an error of what was asked, code 2 as in `wb status`
+            raise SpecError(no_trials(name, args))
+        check_metric(runs, args.metric)
+    if len(loaded) == 2:
+        return compare(args, loaded)
+    name, study, runs, tags = loaded[0]
+    info = table.study_info(name, runs, study, tags, args.base)
+    rows = table.study_table(runs, info, args.metric)
+    about = {"study": name, "metric": args.metric, "base": info.base, "base_from": info.base_from,
+             "alpha": info.alpha, "holm": args.holm, "seeds": info.seeds}
+    if info.variant_seeds:
+        about["variant_seeds"] = info.variant_seeds
+    if info.design_kind == "scaling":
+        about |= study_fits(runs, info.order, info.extrapolate_to)
+    if info.design_kind in ("scaling", "crossed"):
+        about["effects"] = effects(rows, info.axis)
+    elif info.design_kind == "grid" and info.grid_axes:
+        about["effects"] = grid_effects(runs, info.grid_axes, args.metric)
+    if args.format == "table":
+        lines = report.table_lines(rows, info, args.metric, args.holm)
+        if info.design_kind == "scaling":
+            lines += report.fit_lines(about)
+        lines += report.effect_lines(about)
+        emit("\n".join(lines) + "\n", args.out)
+    else:
+        export.write(rows, args.format, args.out, about)
+    return 0
+
+
+def compare(args: argparse.Namespace, loaded) -> int:
+    # Each study's rows as its own table reads them: a tune-then-confirm study's confirmation rows included.
+    (a, values_a), (b, values_b) = [(name, table.row_seed_values(runs, table.study_info(name, runs, study, tags), args.metric))
+                                    for name, study, runs, tags in loaded]
+    frame = report.compare_studies(values_a, values_b)
+    if frame.is_empty():
+        print(f"studies {a!r} and {b!r} share no row (variant and searched values, or a confirmation row) with finished seeds", file=sys.stderr)
+        return 1
+    if args.format != "table":
+        export.write(frame, args.format, args.out, {"studies": [a, b], "metric": args.metric})
+        return 0
+    shared = set(frame["row"])
+    lines = report.comparison_lines(frame, a, b, args.metric, sorted(set(values_a) - shared), sorted(set(values_b) - shared))
+    emit("\n".join(lines) + "\n", args.out)
+    return 0
+
+
+def emit(text: str, out: str | None) -> None:
+    if out:
+        Path(out).write_text(text)
+    else:
+        sys.stdout.write(text)

@@ -1,0 +1,51 @@
+"""A study's runs as the reading commands (`wb results`, `wb run --dry-run --effect`) find them:
+the study file or name, its runs from the store matched to the file's trials, and the errors of a
+store or metric that holds nothing to show."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from foxwb.workbench.analysis import runs as results
+from foxwb.workbench.run.tracking import local_tracking_uri
+from foxwb.workbench.spec.errors import SpecError
+from foxwb.workbench.spec.study import expand, load_study
+from foxwb.workbench.train import layout
+
+
+def results_of(target: str, args: argparse.Namespace):
+    """(name, study spec or None, runs frame, parent run's tags) of a study file or name; reading
+    creates nothing in the store."""
+    study = load_study(target) if target.endswith((".yaml", ".yml")) else None
+    name = study.name if study else target
+    store = results.read_store(Path(args.workdir), name, study.experiment if study else None, args.tracking_uri)
+    if store is None:
+        return name, study, pl.DataFrame(), {}
+    parent = results.study_parent(store, name)
+    runs = results.trial_runs(Path(args.workdir), name, runs=results.all_runs(store, name))
+    if study is not None:
+        runs, renamed = results.as_planned(runs, expand(study))
+        for old, new in renamed.items():
+            print(f"note: the runs recorded as {old!r} are the trials {target} now names {new!r} (the same "
+                  "spec hashes); they are shown under the file's name", file=sys.stderr)
+    return name, study, runs, (parent.data.tags if parent else {})
+
+
+def no_trials(name: str, args: argparse.Namespace) -> str:
+    """Why a study has nothing to show: no store there, or the studies the store does hold."""
+    where = args.tracking_uri or args.workdir
+    if not layout.has_store(Path(args.workdir), args.tracking_uri):
+        return f"no trials of study {name!r} in {where}: no tracking store there (run the study there first, or give the --workdir it ran in)"
+    held = [s for s, _ in results.studies(args.tracking_uri or local_tracking_uri(Path(args.workdir)))]
+    return f"no trials of study {name!r} in {where}; " + (f"its store holds {', '.join(map(repr, held))}" if held
+                                                           else "its store holds no study yet")
+
+
+def check_metric(runs, metric: str) -> None:
+    done = runs.filter(runs["status"] == "FINISHED")
+    recorded = sorted(c for c in done.columns if done[c].dtype.is_float() and done[c].drop_nulls().len())
+    if done.height and metric not in recorded:
+        raise SpecError(f"--metric {metric!r} is not a final metric of these trials; recorded: {', '.join(recorded)}")
