@@ -27,7 +27,7 @@ def test_a_shipped_file_validates(name):
         validate(TrialSpec, data, name)
 
 
-@pytest.mark.parametrize("path,trials", [("studies/scaling_ladder.yaml", 30), ("studies/context_sweep.yaml", 36)])
+@pytest.mark.parametrize("path,trials", [("studies/scaling_ladder.yaml", 16), ("studies/context_sweep.yaml", 12)])
 def test_dry_run_lists_each_trial_with_parameters_tokens_and_flops(path, trials, tmp_path):
     import subprocess
     import sys
