@@ -26,8 +26,17 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from triton.testing import do_bench
 
 import common
+import tune
+from foxwb.kernels.attention import pruning
+from foxwb.kernels.attention.configs import default_config
+from foxwb.kernels.attention.launch import gate_cumsum, use_tma
+from foxwb.kernels.attention.naive import forgetting_attention_grads_chunked
+from foxwb.kernels.attention.op import forgetting_attention_triton
 
 LOG_EPS = -10.0
 PRUNED = "ours, ACP"
@@ -35,10 +44,6 @@ PRUNED = "ours, ACP"
 
 def kept_fraction(q, k, log_f) -> float:
     """Share of the causal key positions our pruned forward visits on these inputs."""
-    from foxwb.kernels.attention import pruning
-    from foxwb.kernels.attention.configs import default_config
-    from foxwb.kernels.attention.launch import gate_cumsum, use_tma
-
     D, T = q.shape[-1], q.shape[1]
     cfg = default_config(D, T, use_tma(q, k))
     with torch.no_grad():
@@ -49,19 +54,19 @@ def kept_fraction(q, k, log_f) -> float:
 
 def peer_kernels(peers: Path) -> dict:
     """name -> (fn(q, k, v, log_f) on (B, T, H, D) inputs, needs_gate)."""
-    from foxwb.kernels.attention.op import forgetting_attention_triton
-
     found = {"ours": forgetting_attention_triton,
              PRUNED: lambda q, k, v, g: forgetting_attention_triton(q, k, v, g, log_pruning_tolerance=LOG_EPS)}
     if (peers / "fox_official").is_dir():
         sys.path.insert(0, str(peers / "fox_official"))
+        # The peers' kernels come from --peers (put on sys.path just above), never from this
+        # repository or its dependencies: absent on the CPU machine where CI imports this file.
         from forgetting_attention import forgetting_attention as fox  # the official kernel
 
         found["official FoX"] = lambda q, k, v, g: fox(q, k, v, g)
         found["official FoX, ACP"] = lambda q, k, v, g: fox(q, k, v, g, adaptive_threshold="auto")
     if (peers / "fla").is_dir():
         sys.path.insert(0, str(peers / "fla"))
-        from fla.ops.forgetting_attn import parallel_forgetting_attn
+        from fla.ops.forgetting_attn import parallel_forgetting_attn  # flash-linear-attention, from --peers as above
 
         found["flash-linear-attention"] = lambda q, k, v, g: parallel_forgetting_attn(q, k, v, g)
     found["FlexAttention"] = flex_forgetting_attention()
@@ -69,8 +74,6 @@ def peer_kernels(peers: Path) -> dict:
 
 
 def flex_forgetting_attention():
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
     flex = torch.compile(flex_attention, dynamic=False)
     masks = {}
 
@@ -92,8 +95,6 @@ def flex_forgetting_attention():
 
 
 def sdpa(backend):
-    from torch.nn.attention import sdpa_kernel
-
     def run(q, k, v, log_f):  # (B, H, T, D) contiguous, as SDPA wants it
         with sdpa_kernel(backend):
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -113,8 +114,6 @@ def rel(a, b):
 
 
 def check(fn, N=1024, B=2, H=4, D=64):
-    from foxwb.kernels.attention.naive import forgetting_attention_grads_chunked
-
     q, k, v, log_f = make_inputs(B, H, N, D)
     out = fn(q, k, v, log_f)
     do = torch.randn_like(out)
@@ -124,8 +123,6 @@ def check(fn, N=1024, B=2, H=4, D=64):
 
 
 def measure(fn, inputs):
-    from triton.testing import do_bench
-
     q, k, v, log_f = inputs
     out = fn(q, k, v, log_f)
     do = torch.randn_like(out)
@@ -150,8 +147,6 @@ def measure(fn, inputs):
 
 
 def main(argv=None):
-    from torch.nn.attention import SDPBackend
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--peers", default=".peers")
     ap.add_argument("--out", help="JSON file (default: benchmarks/results/<date>_<gpu>_attention.json)")
@@ -159,8 +154,6 @@ def main(argv=None):
     args = ap.parse_args(argv)
     common.cuda_or_exit("attention.py")
     if args.configs:
-        import tune
-
         written = json.loads(Path(args.configs).read_text())
         if "table" not in written:
             raise SystemExit(f"--configs {args.configs}: written by a search of some shapes (--shapes), "

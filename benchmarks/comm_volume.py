@@ -39,7 +39,21 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch
+import torch.multiprocessing as mp
+from torch.distributed.tensor import DTensor
+from torch.multiprocessing.spawn import ProcessExitedException
+from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.utils._python_dispatch import TorchDispatchMode
+
 import common
+from foxwb.workbench.data.load import load_data
+from foxwb.workbench.execution import Execution
+from foxwb.workbench.model import build_model
+from foxwb.workbench.spec.errors import read_yaml, validate
+from foxwb.workbench.spec.trial import TrialSpec
+from foxwb.workbench.train.distributed import Workers, init_process_group
+from foxwb.workbench.train.loop import train
 
 DEFAULT = "studies/throughput/fox_pro_125m.yaml"
 RATE_FROM = "benchmarks/results/2026-12-01_nvidia-h200_train_throughput.json"
@@ -56,8 +70,6 @@ KINDS = {"allreduce": "all-reduce", "all_reduce": "all-reduce", "allgather": "al
 
 
 def _bytes(x) -> int:
-    import torch
-
     if isinstance(x, torch.Tensor):
         return x.numel() * x.element_size()
     if isinstance(x, (list, tuple)):
@@ -81,9 +93,6 @@ def collective(name: str, args: tuple) -> tuple[str, int] | None:
 
 def counter():
     """A TorchDispatchMode counting the payload of every c10d collective by kind."""
-    from torch.distributed.tensor import DTensor
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     class Collectives(TorchDispatchMode):
         def __init__(self):
             super().__init__()
@@ -124,17 +133,6 @@ def _minus(a: dict, b: dict) -> dict:
 
 def worker(rank: int, workers: int, rendezvous: str, spec_json: str, out: str) -> None:
     """One of the N processes: the trial's steps under the workbench's loop, collectives counted."""
-    import torch
-
-    from foxwb.workbench.data.load import load_data
-    from foxwb.workbench.train.distributed import Workers, init_process_group
-    from foxwb.workbench.execution import Execution
-    from foxwb.workbench.model import build_model
-    from foxwb.workbench.spec.trial import TrialSpec
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    from foxwb.workbench.train.loop import train
-
     torch.set_num_threads(1)
     device = torch.device("cpu")
     init_process_group(device, rank, workers, rendezvous)
@@ -172,9 +170,6 @@ ATTEMPTS = 3
 
 def _spawn(workers: int, spec_json: str) -> dict:
     """Rank 0's counts from ``workers`` fresh processes (``worker``); see ATTEMPTS."""
-    import torch.multiprocessing as mp
-    from torch.multiprocessing.spawn import ProcessExitedException
-
     for attempt in range(1, ATTEMPTS + 1):
         with tempfile.TemporaryDirectory() as scratch:
             out = Path(scratch) / "rank0.json"
@@ -192,9 +187,6 @@ def _spawn(workers: int, spec_json: str) -> dict:
 
 
 def measure(trial: dict, parallel: str, workers: int, steps: int, context: int) -> dict:
-    from foxwb.workbench.spec.errors import validate
-    from foxwb.workbench.spec.trial import TrialSpec
-
     data = {**trial.get("data", {}), "kind": "builtin", "context": context, "max_bytes": 200_000}
     train = {**trial.get("train", {}), "batch_size": workers, "grad_accum": 1, "tokens": steps * workers * context,
              "warmup_tokens": 0, "eval_every_tokens": None, "checkpoint_every_tokens": None, "compile": False,
@@ -240,8 +232,6 @@ def estimate(rows: dict[str, dict], rate: float) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    from foxwb.workbench.spec.errors import read_yaml
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trial", nargs="?", default=DEFAULT, help=f"trial YAML (default {DEFAULT})")
     ap.add_argument("--workers", type=int, default=2, help="processes for the trial's model (default 2)")

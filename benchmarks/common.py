@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from foxwb.workbench.train.trial import versions
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The attention benchmark's (B, H, N, D) shapes, which benchmarks/tune.py also tunes the kernel for.
@@ -30,8 +32,6 @@ def machine() -> str:
 def provenance(argv: list[str] | None = None) -> dict:
     """Date (UTC), machine, versions (python, torch, triton, the code's git commit and source
     fingerprint) and the command line."""
-    from foxwb.workbench.train.trial import versions
-
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
             "versions": versions(), "command": " ".join(["python", *sys.argv[:1], *(argv if argv is not None else sys.argv[1:])])}
 

@@ -34,6 +34,10 @@ import torch
 import yaml
 
 import common
+from foxwb.workbench.data.load import load_data
+from foxwb.workbench.model import build_model
+from foxwb.workbench.spec.trial import TrialSpec
+from foxwb.workbench.train.loop import train
 
 PROBE = 1 << 20  # elements of the fixed sum whose bits tell the team size
 
@@ -52,11 +56,6 @@ def probe_sums(max_threads: int) -> dict[str, int]:
 def child(trial_path: str, out: str, mode: str, result: str, sums: str, threads: str) -> None:
     """One training in this process (mode straight, kill or resume; ``threads``: a count that
     overrides the spec's, or ""); its rows to ``result``."""
-    from foxwb.workbench.data.load import load_data
-    from foxwb.workbench.model import build_model
-    from foxwb.workbench.spec.trial import TrialSpec
-    from foxwb.workbench.train.loop import train
-
     trial = TrialSpec.model_validate(yaml.safe_load(Path(trial_path).read_text()))
     if threads or trial.train.cpu_threads:
         torch.set_num_threads(int(threads or trial.train.cpu_threads))

@@ -26,7 +26,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch
+
 import common
+from foxwb.workbench.run.ray_train import run_workers, with_workers
+from foxwb.workbench.spec.errors import read_yaml, validate
+from foxwb.workbench.spec.trial import TrialSpec
+from foxwb.workbench.train.trial import run_trial
 
 DEFAULT = ["studies/throughput/fox_pro_125m.yaml", "studies/throughput/transformer_llama_125m.yaml"]
 CHECK_TRIAL = "studies/trial_tiny.yaml"
@@ -60,11 +66,6 @@ def run_launched(trial: str, out: Path, timeout: int, workers: int, parallel: st
 def one(trial: str, out: Path, workers: int | None, parallel: str, steps: int | None) -> int:
     """The child of run_launched: the trial (``steps`` optimizer steps) on the plain path
     (workers None) or on Ray Train, into ``out``."""
-    from foxwb.workbench.spec.errors import read_yaml, validate
-    from foxwb.workbench.run.ray_train import run_workers, with_workers
-    from foxwb.workbench.spec.trial import TrialSpec
-    from foxwb.workbench.train.trial import run_trial
-
     data = read_yaml(trial)
     if steps:
         t = data.setdefault("train", {})
@@ -83,8 +84,6 @@ def one(trial: str, out: Path, workers: int | None, parallel: str, steps: int | 
 
 
 def launch(args, argv) -> int:
-    import torch
-
     trial = args.trials[0] if args.trials != DEFAULT else (CHECK_TRIAL if args.check else DEFAULT[0])
     gpus = torch.cuda.device_count()
     many = gpus if gpus > 1 else (2 if args.check and not torch.cuda.is_available() else 0)

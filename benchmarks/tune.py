@@ -26,6 +26,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import torch
+from triton.testing import do_bench
 
 import common
 from foxwb.kernels.attention import configs, launch
@@ -118,8 +119,6 @@ def precompile(jobs: int, shapes: list) -> None:
 
 
 def _time(fn) -> float:
-    from triton.testing import do_bench
-
     try:
         return do_bench(fn, warmup=10, rep=40, return_mode="median")
     except Exception as e:  # e.g. out of shared memory for this tile shape

@@ -14,12 +14,13 @@ from foxwb.kernels.qkv_prep import prepare_qkv_naive
 
 
 def __getattr__(name: str):
-    # The Triton ops are imported on first use: Triton reads TRITON_INTERPRET when it decorates a kernel.
     if name == "prepare_qkv":
+        # The Triton ops are imported on first use: Triton reads TRITON_INTERPRET when it decorates a kernel.
         from foxwb.kernels.qkv_prep.op import prepare_qkv
 
         return prepare_qkv
     if name == "linear_cross_entropy":
+        # On first use too, as prepare_qkv's: TRITON_INTERPRET is read when the kernel is decorated.
         from foxwb.kernels.loss.op import linear_cross_entropy
 
         return linear_cross_entropy

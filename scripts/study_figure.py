@@ -23,7 +23,10 @@ import polars as pl
 
 from foxwb.dashboards import figures
 from foxwb.dashboards.png import write_png
+from foxwb.dashboards.site import training_curves
 from foxwb.workbench.analysis import runs as results, table
+from foxwb.workbench.analysis.effects import effects
+from foxwb.workbench.analysis.scaling.laws import fit_study
 from foxwb.workbench.spec.errors import SpecError
 
 
@@ -64,8 +67,6 @@ def main(argv=None):
         logged = sorted(c for c in frame.columns if frame.schema[c].is_numeric() and c not in ("seed", "start_time", "workers"))
         ap.error(f"--metric {args.metric!r}: the study's runs have no such metric; they have: {', '.join(logged)}")
     if args.figure == "history":
-        from foxwb.dashboards.site import training_curves
-
         rows = table.study_table(frame, info).filter(pl.col("n_seeds") > 0)["row"].to_list()  # the table's order
         curves = training_curves(store, results.finished_runs(store, args.study), table.normalise(frame), rows, args.metric)
         if not curves:
@@ -77,13 +78,9 @@ def main(argv=None):
             ap.error(f"study {args.study!r}: no row has two finished seeds or more: no spread to draw")
         fig = figures.seeds_figure(table.row_seed_values(frame, info, args.metric), rows, args.metric)
     elif args.figure == "laws":
-        from foxwb.workbench.analysis.scaling.laws import fit_study
-
         ladder, fits, _ = fit_study(table.normalise(frame), info.order, info.extrapolate_to)
         fig = figures.scaling_figure(ladder, fits, info.order)
     else:
-        from foxwb.workbench.analysis.effects import effects
-
         found = []
         for variant, base in pairs or [(None, info.base)]:
             try:

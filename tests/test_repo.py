@@ -151,6 +151,49 @@ def test_no_import_circles():
     assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
 
 
+def late_imports(path: Path) -> list[int]:
+    """The lines of the imports made inside a function that say nothing of why: an import sits at
+    the top of its file unless a comment on its line, or directly above its group of imports,
+    gives the reason (a heavy dependency a light command does without, an environment variable
+    that must be set first)."""
+    source = path.read_text()
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    import_lines = {n for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                    for n in range(node.lineno, node.end_lineno + 1)}
+    bare = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if any("#" in lines[n - 1] for n in range(node.lineno, node.end_lineno + 1)):
+                continue
+            above = node.lineno - 1  # up past the rest of its group (imports, blank lines) to what leads it
+            while above >= 1 and (above in import_lines or not lines[above - 1].strip()):
+                above -= 1
+            if above < 1 or not lines[above - 1].strip().startswith("#"):
+                bare.append(node.lineno)
+    return sorted(set(bare))
+
+
+def test_a_late_import_says_why():
+    """Imports at the top of the file, where a reader looks for what a module depends on; one made
+    inside a function carries a comment saying why it is late."""
+    paths = [p for p in tracked("*.py") if p.relative_to(ROOT).parts[0] in (*PACKAGES, "benchmarks", "scripts")]
+    bare = [f"{p.relative_to(ROOT)}:{n}" for p in paths for n in late_imports(p)]
+    assert not bare, f"{len(bare)} imports inside a function with no comment saying why:\n" + "\n".join(bare)
+
+
+def test_the_late_import_rule_reads_comments(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("import os\n\ndef f():\n    import json\n    return json\n\n\ndef g():\n"
+                    "    # torch is heavy: `wb --help` does without it\n    import torch\n\n    import ray\n"
+                    "    import yaml  # read only here\n    return torch, ray, yaml\n")
+    assert late_imports(path) == [4]
+
+
 def test_the_engine_is_in_its_stages():
     """workbench/ holds its stages' folders and, beside them, only model.py and execution.py."""
     top = {p.name for p in tracked("workbench/*.py") if p.parent == ROOT / "workbench"}

@@ -4,8 +4,8 @@ from foxwb.kernels.loss.naive import linear_cross_entropy_naive
 
 
 def __getattr__(name: str):
-    # The op is imported on first use: Triton reads TRITON_INTERPRET when it decorates a kernel.
     if name == "linear_cross_entropy":
+        # The op is imported on first use: Triton reads TRITON_INTERPRET when it decorates a kernel.
         from foxwb.kernels.loss.op import linear_cross_entropy
 
         return linear_cross_entropy

@@ -4,8 +4,8 @@ from foxwb.kernels.qkv_prep.naive import prepare_qkv_naive
 
 
 def __getattr__(name: str):
-    # The op is imported on first use: Triton reads TRITON_INTERPRET when it decorates a kernel.
     if name == "prepare_qkv":
+        # The op is imported on first use: Triton reads TRITON_INTERPRET when it decorates a kernel.
         from foxwb.kernels.qkv_prep.op import prepare_qkv
 
         return prepare_qkv

@@ -18,6 +18,8 @@ from foxwb.workbench.train import layout
 def read_store(workdir: Path, study: str, experiment: str | None = None, tracking_uri: str | None = None) -> Store | None:
     """The store holding ``study`` (its experiment found by the study's parent run when not given),
     or None; unlike Store() it never creates the store or an experiment."""
+    # MLflow takes seconds to import: only when a store is read, not with this module, which
+    # `wb run --dry-run` and `wb status` import (as foxwb.workbench.run.tracking keeps it late too).
     from mlflow.tracking import MlflowClient
 
     if not layout.has_store(workdir, tracking_uri):
@@ -132,7 +134,7 @@ def kept_per_head(store: Store, runs: list) -> dict[str, dict]:
 
 
 def _artifacts(store: Store, runs: list, name: str) -> dict[str, dict]:
-    import mlflow.artifacts
+    import mlflow.artifacts  # MLflow takes seconds to import: see read_store
 
     # One download per run: MLflow's progress bar would print a line for each.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -162,7 +164,7 @@ def artifact_uri(store: Store, run) -> str:
 
 def studies(store_uri: str) -> list[tuple[str, str]]:
     """(study name, experiment name) of every study in the store."""
-    from mlflow.tracking import MlflowClient
+    from mlflow.tracking import MlflowClient  # MLflow takes seconds to import: see read_store
 
     client = MlflowClient(store_uri)
     found = []

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from foxwb.workbench.data.tokenizer import FileTokenizer
 from foxwb.workbench.spec.errors import SpecError
@@ -39,8 +40,6 @@ class BPETokenizer:
     """Byte-level BPE trained on the training documents with the ``tokenizers`` package."""
 
     def __init__(self, texts: list[str], vocab_size: int):
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
         self._tok = Tokenizer(models.BPE())
         self._tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         self._tok.decoder = decoders.ByteLevel()

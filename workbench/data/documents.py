@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import torch
 
 from foxwb.workbench.data.corpus import Batch, ByteTokenizer, DocumentData
 from foxwb.workbench.spec.data import DEFAULT_VAL_FRACTION, DatasetData, HFTokenizerSpec, ShardData, TableData
@@ -81,8 +82,6 @@ class SourceData(DocumentData):
 
     def eval_batches(self, length: int, sequences: int, batch_size: int) -> list[Batch]:
         """As DocumentData's, found by the documents' lengths instead of a pass over all of them."""
-        import torch
-
         picks = np.flatnonzero(self.val_docs.lengths() > length)[:sequences]
         rows = [np.asarray(self.val_docs[int(i)][: length + 1], dtype=np.int64) for i in picks]
         out = []

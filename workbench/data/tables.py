@@ -11,6 +11,8 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from foxwb.workbench.spec.errors import SpecError
 
@@ -38,8 +40,6 @@ def _missing(column: str, field: str, where: str, names: list[str]) -> SpecError
 
 
 def _parquet(path: Path, column: str, field: str) -> Iterator[pa.Array]:
-    import pyarrow.parquet as pq
-
     f = pq.ParquetFile(path)
     if column not in f.schema_arrow.names:
         raise _missing(column, field, str(path), f.schema_arrow.names)
@@ -105,6 +105,8 @@ def open_dataset(path: str, split: str | None, field: str):
     not given), or the Dataset itself (name None)."""
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # After the two variables, which datasets reads when first imported; and only for a brought
+    # dataset folder: datasets takes over a second to import, which other data kinds do without.
     from datasets import DatasetDict, load_from_disk
 
     if not Path(path).expanduser().is_dir():
@@ -149,8 +151,6 @@ def documents(values: pa.Array, column: str, field: str, where: str) -> tuple[st
             or not pa.types.is_integer(kind.value_type):
         raise SpecError(f"data.ids_column={column!r} holds {kind} values in {where}, not lists of token ids; "
                         "for text use text_column")
-    import pyarrow.compute as pc
-
     lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
     flat = values.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
     if flat.size and flat.min() < 0:

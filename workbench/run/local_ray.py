@@ -21,6 +21,8 @@ def _not_the_auth_notice(record: logging.LogRecord) -> bool:
 def start(address: str = "local", *, log_to_driver: bool) -> None:
     """``ray.init`` on ``address`` (``"local"``: always a new Ray of our own, never a cluster
     recorded by an earlier ``ray start``), without Ray's dashboard or its logging setup."""
+    # Ray is slow to import, and the dry run imports this module (through the runner): only when
+    # a Ray is started.
     import ray
 
     if log_to_driver and not (sys.stderr.isatty() and sys.stdout.isatty()):

@@ -11,10 +11,12 @@ worker count); Ray's checkpoint copies would double them on disk and add nothing
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
 import time
+import traceback
 from pathlib import Path
 
 # Left at import, ahead of this module's own imports, on purpose: Ray Train reads the flag when its
@@ -26,8 +28,16 @@ from pathlib import Path
 # environment that sets the flag keeps its value.
 os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
 
+import torch  # noqa: E402
+
 from foxwb.workbench.run import local_ray  # noqa: E402
 from foxwb.workbench.spec.errors import SpecError  # noqa: E402
+from foxwb.workbench.spec.trial import TrialSpec  # noqa: E402
+from foxwb.workbench.train.distributed import Workers  # noqa: E402
+from foxwb.workbench.train.loop import TrainError  # noqa: E402
+from foxwb.workbench.train.step_share import check_divisible  # noqa: E402
+from foxwb.workbench.train.telemetry import Telemetry, reset_peak_rss  # noqa: E402
+from foxwb.workbench.train.trial import JsonlReporter, run_trial  # noqa: E402
 from foxwb.workbench.run.tune_report import TuneReporter  # noqa: E402
 
 
@@ -47,7 +57,7 @@ class WorkerReporter(TuneReporter):
         self.record(tokens, metrics, due)
 
     def send(self, payload: dict) -> None:
-        import ray.train
+        import ray.train  # Ray Train is slow to import: see worker_loop
 
         ray.train.report(payload if self.rank == 0 else {})
 
@@ -68,14 +78,10 @@ class _RankZeroJsonl:
 def worker_loop(config: dict) -> None:
     """What each Ray Train worker runs: join the trial's process group, train its share, and (rank
     0) evaluate and report the result."""
+    # Ray Train takes seconds to import, and this module is imported where no Ray runs (the dry
+    # run's check_study, with_workers of `wb train --workers 1`): imported where it is used.
     import ray.train
     import ray.train.torch
-    import torch
-
-    from foxwb.workbench.train.distributed import Workers
-    from foxwb.workbench.spec.trial import TrialSpec
-    from foxwb.workbench.train.telemetry import Telemetry, reset_peak_rss
-    from foxwb.workbench.train.trial import JsonlReporter, run_trial
 
     spec = TrialSpec.model_validate_json(config["spec"])
     out = Path(config["dir"])
@@ -102,6 +108,7 @@ def trainer(spec, out: Path, cpus: float, gpu: float, storage: Path, *, tune: bo
             gpu_sample_s: float | None = None, callbacks=()):
     """The TorchTrainer of one trial: ``spec.train.workers`` workers of ``cpus`` CPUs and ``gpu``
     GPUs each (NCCL where gpu > 0, else gloo)."""
+    # Ray Train is slow to import: see worker_loop.
     import ray.train
     from ray.train.torch import TorchConfig, TorchTrainer
 
@@ -125,6 +132,7 @@ def fit_workers_trial(spec, out: Path, cpus: float, gpu: float, telemetry=None, 
     """Inside a Ray Tune trial (foxwb.workbench.run.tune_trial's trainables, for a spec of more than one
     worker): fit the trial's TorchTrainer, whose rank 0 reports to this trial through Ray's
     TuneReportCallback. A failure of any worker is the trial's failure, with that worker's reason."""
+    # Ray Tune is slow to import: see worker_loop.
     from ray import tune
     from ray.tune.integration.ray_train import TuneReportCallback
 
@@ -134,15 +142,11 @@ def fit_workers_trial(spec, out: Path, cpus: float, gpu: float, telemetry=None, 
     try:
         fit.fit()
     except Exception as e:  # any worker's exception, its traceback included
-        import traceback
-
         tune.report({"wb_failed": _failure_text(e), "wb_traceback": traceback.format_exc()})
 
 
 def with_workers(spec, workers: int, field: str = "train.workers"):
     """``spec`` on ``workers`` processes (the same identity: an execution field)."""
-    from foxwb.workbench.spec.trial import TrialSpec
-
     if workers < 1:
         raise SpecError(f"{field}={workers}: a trial needs at least one worker (1: one process; N > 1: N Ray Train "
                         "workers, one GPU each where there are GPUs)")
@@ -153,13 +157,7 @@ def with_workers(spec, workers: int, field: str = "train.workers"):
 def run_workers(spec, out: Path, cpus: float = 1.0, gpu: float | None = None) -> dict:
     """``wb train --workers N``: the trial on N Ray Train workers of the local Ray (or the cluster
     of RAY_ADDRESS), one GPU each where the machine has them; returns rank 0's result.json."""
-    import json
-
-    import ray
-    import torch
-
-    from foxwb.workbench.train.step_share import check_divisible
-    from foxwb.workbench.train.loop import TrainError
+    import ray  # Ray is slow to import: see worker_loop
 
     check_divisible(spec.train, spec.train.workers)
     gpu = (1.0 if torch.cuda.is_available() else 0.0) if gpu is None else gpu
@@ -193,7 +191,7 @@ def check_cluster(needs: list[tuple[int, float, float]], field: str = "resources
     anything starts. ``resources``: this machine's, for the Ray a run starts here (default: those
     of the Ray cluster joined, ``ray.cluster_resources()``)."""
     if resources is None:
-        import ray
+        import ray  # Ray is slow to import: see worker_loop
 
         resources, where = ray.cluster_resources(), "the Ray cluster has"
     have_cpu, have_gpu = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
@@ -218,15 +216,11 @@ def check_study(study, trials, ray_address: str | None) -> None:
     this machine, whose resources a local Ray will have), since Ray would wait forever for
     resources that never come; and every trial of more than one worker splits its global batch
     evenly and has a GPU of its own per worker where it uses GPUs."""
-    from foxwb.workbench.train.step_share import check_divisible
-
     res = study.resources
     if ray_address is None:
-        import torch
-
         cluster, where = {"CPU": float(len(os.sched_getaffinity(0))), "GPU": float(torch.cuda.device_count())}, "this machine has"
     else:
-        import ray
+        import ray  # Ray is slow to import: see worker_loop
 
         cluster, where = ray.cluster_resources(), "the Ray cluster has"
     if any(t.spec.train.workers == 1 for t in trials):
@@ -256,6 +250,7 @@ def tune_placement(study, workers: int, trainable, max_concurrent: int | None):
     TorchTrainer and holds nothing (Tune needs a bundle: a byte of memory) while the trainer's
     workers hold theirs; at most as many at once as the cluster fits, so that no trainer waits on
     a share that another holds."""
+    # Ray Tune is slow to import: see worker_loop.
     import ray
     from ray import tune
 

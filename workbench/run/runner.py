@@ -10,17 +10,24 @@ run are skipped, and a trial interrupted mid-way resumes from its checkpoint und
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+import torch
+
 from foxwb.workbench.train import layout
+from foxwb.workbench.train.loop import checkpoint_step
+from foxwb.workbench.train.trial import code_version
 from foxwb.workbench.run import confirm, local_ray, live_view as progress, rerun
 from foxwb.workbench.run.driver import Driver
 from foxwb.workbench.spec.errors import SpecError
-from foxwb.workbench.spec.study import StudySpec, Trial, base_variant, design_tags, expand, schedule_notes
+from foxwb.workbench.spec.study import (StudySpec, Trial, base_variant, design_tags, expand, schedule_notes,
+                                        with_point)
 from foxwb.workbench.run.tracking import Store, create_local_store, local_tracking_uri, open_store
 from foxwb.workbench.run.tune_trial import search_point, train_search_trial, train_trial
 
@@ -94,8 +101,6 @@ def no_gpu_here(study: StudySpec) -> bool:
     """The study asks for GPUs and this machine, where a local Ray would run it, has none."""
     if study.resources.gpu <= 0:
         return False
-    import torch
-
     return torch.cuda.device_count() == 0
 
 
@@ -107,7 +112,7 @@ def check_gpus(study: StudySpec, ray_address: str | None) -> None:
             raise SpecError(f"resources.gpu={study.resources.gpu}: this machine has no GPU; "
                             "set resources.gpu: 0 to run on the CPU, or pass --ray-address of a cluster with GPUs")
     else:
-        import ray
+        import ray  # Ray is slow to import, and the dry run imports this module: only for a study that runs
 
         if ray.cluster_resources().get("GPU", 0) == 0:
             raise SpecError(f"resources.gpu={study.resources.gpu}: the Ray cluster at {ray_address} has no GPU")
@@ -199,14 +204,17 @@ def _run_trials(study: StudySpec, workdir: Path, trials: list[Trial] | None, rer
         # `ray start` turns token authentication on and keeps the token in ~/.ray/auth_token; a
         # driver sends it only with RAY_AUTH_MODE=token (Ray 2.60), read when ray is first imported.
         os.environ["RAY_AUTH_MODE"] = "token"
+    # Only now: Ray reads RAY_AUTH_MODE (above) and configure_ray_env's variables when first
+    # imported, and it takes seconds, which the dry run (importing this module) does without.
     import ray
-    from foxwb.workbench.train.trial import code_version
 
     workdir = workdir.resolve()
     trials = expand(study) if trials is None else trials
     # Every check runs before the tracking store is touched: a bad study leaves nothing behind.
     if ray_address is not None and not ray.is_initialized():
         ray.init(address=ray_address, log_to_driver=False, configure_logging=False)
+    # Importing ray_train sets RAY_TRAIN_V2_ENABLED, which the dry run, importing this module, must
+    # not do: imported when a study runs, ahead of the Ray it starts (whose processes inherit it).
     from foxwb.workbench.run.ray_train import check_study
 
     check_study(study, trials, ray_address)
@@ -288,8 +296,6 @@ def _run_trials(study: StudySpec, workdir: Path, trials: list[Trial] | None, rer
 def resumes(workdir: Path, trial: Trial) -> bool:
     """Whether running ``trial`` again resumes from a checkpoint in its folder: there is one, and
     of a training not yet finished (one of a finished training is not resumed: foxwb.workbench.train.loop)."""
-    from foxwb.workbench.train.loop import checkpoint_step
-
     step = checkpoint_step(layout.trial_dir(workdir, trial.spec_hash) / layout.CHECKPOINT)
     return step is not None and step < trial.spec.train.total_steps(trial.spec.data.context)
 
@@ -310,6 +316,8 @@ def to_run(store: Store, study: StudySpec, trials: list[Trial], done: dict[str, 
 
 def _fit(study: StudySpec, trials: list[Trial], workdir: Path, callback, max_concurrent: int | None, telemetry=None,
          progress_s: float | None = None, stopper=None) -> None:
+    # Ray Tune takes seconds to import and ray_train sets RAY_TRAIN_V2_ENABLED: neither with this
+    # module, which the dry run imports (see _run_trials).
     from ray import tune
 
     from foxwb.workbench.run.ray_train import tune_placement
@@ -350,6 +358,8 @@ def optuna_draws_done(store: Store, study: StudySpec, template: Trial) -> int:
 def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, callback, max_concurrent,
                 telemetry=None, progress_s: float | None = None, stopper=None) -> None:
     """An Optuna search for one (variant, seed), warm-started with the draws already finished."""
+    # Ray Tune (and Optuna through it) takes seconds to import: not with this module, which the
+    # dry run imports.
     from ray import tune
     from ray.tune.search.optuna import OptunaSearch
 
@@ -360,20 +370,16 @@ def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, 
     # Draws of the variant's own, as a random search's (study._search_points): seeded by the search
     # seed and the variant; a new seed per resumption, as the same seed would start by drawing the
     # finished points again.
-    import numpy as np
-
     own = int(np.random.default_rng([search.seed, *template.variant.encode()]).integers(2 ** 31))
     searcher = _on_validations(OptunaSearch)(metric="val_loss", mode="min", seed=own + len(prior),
                             points_to_evaluate=points or None,
                             evaluated_rewards=[r.data.metrics["val_loss"] for r in prior] or None)
-    from foxwb.workbench.spec.study import with_point
-
     scheduler = _asha(study, [template])
     callback.resolve_by(lambda config: with_point(template, search_point(config)))
     trainable = tune.with_parameters(train_search_trial, template=template.spec.model_dump_json(),
                                      workdir=str(workdir), cpus=study.resources.cpu, telemetry=telemetry,
                                      progress_s=progress_s, gpu=study.resources.gpu)
-    from foxwb.workbench.run.ray_train import tune_placement
+    from foxwb.workbench.run.ray_train import tune_placement  # it sets RAY_TRAIN_V2_ENABLED: see _run_trials
 
     trainable, max_concurrent = tune_placement(study, template.spec.train.workers, trainable, max_concurrent)
     tuner = tune.Tuner(
@@ -399,8 +405,6 @@ def _on_validations(searcher_class):
 
 
 def _param_value(text: str):
-    import json
-
     try:
         return json.loads(text)
     except ValueError:
@@ -408,7 +412,7 @@ def _param_value(text: str):
 
 
 def _asha(study: StudySpec, trials: list[Trial]):
-    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.schedulers import ASHAScheduler  # Ray Tune is slow to import: see _fit
 
     if study.search is None or study.search.asha is None:
         return None
@@ -422,7 +426,7 @@ def _asha(study: StudySpec, trials: list[Trial]):
 
 def _run_config(study: StudySpec, workdir: Path, callback, stopper=None):
     """Tune's run settings, the same for every Tuner of a study."""
-    from ray import tune
+    from ray import tune  # Ray Tune is slow to import: see _fit
 
     # Tune's result grid looks for the file loggers we turned off and warns per trial; the store
     # holds the results, so those warnings say nothing.

@@ -15,6 +15,9 @@ import socket
 import threading
 import time
 
+from foxwb.workbench.run import live_view as progress
+from foxwb.workbench.train.faults import silence_output
+
 INTERRUPTED = "interrupted"  # the reason of every trial run a Ctrl-C, SIGTERM or SIGHUP stopped
 OUTPUT_CLOSED = "the driver's output was closed (a reader such as `| head` stopped reading)"
 EXIT_OUTPUT_CLOSED = 141  # as a shell reports a process ended by SIGPIPE
@@ -36,19 +39,13 @@ class Stops:
     def output_closed(self) -> None:
         """A line could not be written: stop the study (its runs KILLED with the reason, exit 141)
         with nothing more written to a reader that is gone."""
-        from foxwb.workbench.train.faults import silence_output
-
         silence_output()
         self.request("output", OUTPUT_CLOSED)
 
     def _on_signal(self, signum, frame) -> None:
         if self.kind == "interrupted" and signum == signal.SIGINT:
             raise KeyboardInterrupt
-        from foxwb.workbench.run import live_view as progress
-
         if signum == signal.SIGHUP:  # the terminal closed: nobody reads what follows
-            from foxwb.workbench.train.faults import silence_output
-
             silence_output()
         progress.say(f"{signal.Signals(signum).name}: stopping the running trials (the last lines say whether they resume)")
         self.request("interrupted", f"{INTERRUPTED} ({signal.Signals(signum).name} to the driver)")
@@ -77,6 +74,8 @@ class Stops:
         finds the object through the module when asked, so nothing of the driver's is pickled (the
         signal handlers it holds may close over actors of a Ray session that has ended, which Ray
         cannot serialise: it ends the process)."""
+        # Ray Tune takes seconds to import, and `wb run --dry-run` imports this module (through the
+        # driver and the summary): only when a study runs.
         from ray import tune
 
         _ACTIVE[id(self)] = self
@@ -87,6 +86,8 @@ class Stops:
                 return False
 
             def stop_all(self):
+                # Found through the module when asked, not carried: Tune pickles this class by value
+                # (it is local), and only the key may travel with it (see the docstring).
                 from foxwb.workbench.run.stops import stopped
 
                 return stopped(key)
@@ -104,7 +105,7 @@ def stopped(key: int) -> bool:
 
 def gcs_address() -> str | None:
     """host:port of the connected Ray cluster's GCS, or None."""
-    import ray
+    import ray  # Ray is slow to import and the dry run imports this module: only once a study runs
 
     try:
         return ray.get_runtime_context().gcs_address

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sqlite3
 import time
 from pathlib import Path
 
@@ -48,9 +50,6 @@ def create_local_store(workdir: Path) -> None:
     db = layout.store(workdir)
     if db.exists():
         return
-    import shutil
-    import sqlite3
-
     tmp = workdir / f"mlflow.db.creating-{os.getpid()}"
     template = schema_template()
     if template is None:  # no cache to keep one in: built here
@@ -69,7 +68,7 @@ def create_local_store(workdir: Path) -> None:
 
 def _empty_store(path: Path) -> Path:
     """An empty MLflow store at ``path``: the schema, and experiment 'Default' deleted."""
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore  # MLflow is slow to import: see the note at the top
 
     store = SqlAlchemyStore(f"sqlite:///{path.resolve()}", path.parent.resolve().as_uri())
     store.delete_experiment(SqlAlchemyStore.DEFAULT_EXPERIMENT_ID)
@@ -108,7 +107,7 @@ def flatten(data, prefix: str = "") -> dict[str, str]:
 
 class Store:
     def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None = None):
-        from mlflow.tracking import MlflowClient
+        from mlflow.tracking import MlflowClient  # MLflow is slow to import: see the note at the top
 
         self.client = MlflowClient(tracking_uri)
         self.artifact_root = artifact_root
@@ -173,7 +172,7 @@ class Store:
     def describe_study(self, run_id: str, tags: dict[str, str]) -> None:
         """Tags of the study's parent run for readers without its file (foxwb.workbench.spec.study.design_tags:
         the variants in order, the seeds, alpha), in one batch."""
-        from mlflow.entities import RunTag
+        from mlflow.entities import RunTag  # MLflow is slow to import: see the note at the top
 
         self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
 
@@ -186,7 +185,7 @@ class Store:
         return len(stale)
 
     def start_trial(self, parent_id: str, study: str, trial, code_version: str) -> str:
-        from mlflow.entities import Param
+        from mlflow.entities import Param  # MLflow is slow to import: see the note at the top
 
         tags = {KIND: "trial", MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"{trial.variant} / seed {trial.seed}",
                 "study": study, "variant": trial.variant, "seed": str(trial.seed), "spec_hash": trial.spec_hash,
@@ -208,7 +207,7 @@ class Store:
 
     def log_metrics(self, run_id: str, rows: list[tuple]) -> None:
         """Rows of (name, value, step) logged now, or (name, value, step, time in ms since the epoch)."""
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # MLflow is slow to import: see the note at the top
 
         now = int(time.time() * 1000)
         metrics = [Metric(r[0], float(r[1]), int(r[3]) if len(r) > 3 else now, int(r[2])) for r in rows if r[1] is not None]
@@ -216,7 +215,7 @@ class Store:
             self.client.log_batch(run_id, metrics=metrics[i : i + 1000])
 
     def finish_trial(self, run_id: str, result: dict, stopped_early: bool = False) -> None:
-        from mlflow.entities import RunTag
+        from mlflow.entities import RunTag  # MLflow is slow to import: see the note at the top
 
         step = int(result.get("train_tokens") or result.get("tokens") or 0)
         self.log_metrics(run_id, [(k, result[k], step) for k in FINAL_METRICS if isinstance(result.get(k), (int, float))])

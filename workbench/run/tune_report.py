@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from foxwb.workbench.run.live_view import REPORT_EVERY_S
+
 
 class TuneReporter:
     """Buffers the step metrics (with the time each step ended), and the GPU samples of
@@ -16,8 +18,6 @@ class TuneReporter:
     result, so the driver can tell the user where it picked up."""
 
     def __init__(self, total_tokens: int | None = None, every_s: float | None = None):
-        from foxwb.workbench.run.live_view import REPORT_EVERY_S
-
         self.steps: list[dict] = []
         self.tokens = 0  # trained so far: the step of each GPU sample
         self.sampler = None
@@ -46,6 +46,8 @@ class TuneReporter:
             self.send(self.payload(tokens=tokens, train_loss=metrics.get("train_loss"), wb_progress=True))
 
     def send(self, payload: dict) -> None:
+        # Ray Tune takes seconds to import, and the dry run imports this module (through the
+        # runner's trainables); a trial, which sends, runs under Tune and has it already.
         from ray import tune
 
         tune.report(payload)

@@ -115,6 +115,8 @@ def _descend(node, value, part):
     if isinstance(node, type) and issubclass(node, BaseModel) and part in node.model_fields:
         inner = value.get(part) if isinstance(value, dict) else None
         annotation = _strip(node.model_fields[part].annotation)
+        # The registry brings torch (its options build nn.Modules), and `wb --help` imports this
+        # module: imported when an error's location is traced, not with the module.
         from foxwb.components.registry import ComponentSpec, options_class
 
         if annotation is ComponentSpec:  # a slot: its options are those of the kind it was given

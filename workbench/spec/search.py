@@ -58,7 +58,7 @@ class Distribution(Spec):
 
     def tune_domain(self):
         """The same distribution as a Ray Tune search domain (for the Optuna search)."""
-        from ray import tune
+        from ray import tune  # Ray Tune takes seconds to import; only a study that runs an Optuna search needs it
 
         if self.loguniform is not None:
             return tune.loguniform(*self.loguniform)

@@ -11,6 +11,8 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
+from tokenizers import Tokenizer
+
 from foxwb.workbench.spec.errors import SpecError
 
 FOLDER_HINT = ("a transformers folder saved from a fast tokenizer holds a tokenizer.json; for a slow one "
@@ -31,8 +33,6 @@ def tokenizer_file(raw: str, field: str) -> Path:
 
 
 def parse_tokenizer(text: str, path: Path, field: str):
-    from tokenizers import Tokenizer
-
     try:
         tok = Tokenizer.from_str(text)
     except Exception as e:  # the tokenizers package raises a bare Exception on a malformed file

@@ -66,6 +66,7 @@ class Workers:
             quiet = ({"forward_sync_buffers": False} if "forward_sync_buffers" in inspect.signature(ddp).parameters
                      else {"broadcast_buffers": False})
             return ddp(model, device_ids=ids, **quiet)
+        # FSDP's modules take over a second to import and DDP (the default) does without them.
         from torch.distributed.fsdp import fully_shard
 
         # fully_shard replaces the parameters by sharded ones; a component's lr_scale (read by
@@ -104,6 +105,7 @@ class Workers:
         """The whole model's and optimizer's state on rank 0 (empty elsewhere); a collective under FSDP."""
         if self.parallel == "ddp":
             return (self.inner(model).state_dict(), opt.state_dict()) if self.rank == 0 else ({}, {})
+        # FSDP only: torch.distributed.checkpoint takes a second to import, and DDP does without it.
         from torch.distributed.checkpoint.state_dict import (
             StateDictOptions,
             get_model_state_dict,
@@ -134,6 +136,7 @@ class Workers:
             self.inner(model).load_state_dict(ckpt["model"])
             opt.load_state_dict(ckpt["optimizer"])
         else:
+            # FSDP only: torch.distributed.checkpoint takes a second to import, and DDP does without it.
             from torch.distributed.checkpoint.state_dict import (
                 StateDictOptions,
                 set_model_state_dict,
@@ -150,6 +153,7 @@ class Workers:
         ``build()`` makes an empty one of the same spec. A collective under FSDP."""
         if self.parallel == "ddp":
             return self.inner(model) if self.rank == 0 else None
+        # FSDP only: torch.distributed.checkpoint takes a second to import, and DDP does without it.
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))

@@ -5,8 +5,10 @@ driver uses ``sentence`` for the reason a study stopped.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 
@@ -45,8 +47,6 @@ def is_environment(e: BaseException) -> bool:
 def silence_output() -> None:
     """Point stdout and stderr at /dev/null: their reader is gone (`| head` has read enough, the
     terminal closed), and every later line would fail as the first did."""
-    import sys
-
     null = os.open(os.devnull, os.O_WRONLY)
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -59,8 +59,6 @@ def silence_output() -> None:
 def quiet_store_logs() -> None:
     """MLflow logs every failed database write with its traceback before raising it; the
     workbench reports the raised error in a sentence."""
-    import logging
-
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 

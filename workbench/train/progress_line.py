@@ -27,6 +27,8 @@ class Progress:
     def finished_checkpoint(self, path: Path, total_steps: int) -> None:
         """Say so where ``path`` holds the checkpoint of a finished training (its evaluation was
         cut off): that one is not resumed, the trial trains again from the first step."""
+        # The training loop brings torch, and the live view of `wb run` and `wb status`
+        # (foxwb.workbench.run.live_view) imports this module for its timing only.
         from foxwb.workbench.train.loop import checkpoint_step
 
         step = checkpoint_step(path)

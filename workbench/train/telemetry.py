@@ -70,7 +70,7 @@ class NVMLSource:
         self.handles = handles
 
     def __call__(self) -> dict[str, float]:
-        import pynvml
+        import pynvml  # nvidia-ml-py may be absent: imported only once nvml_source found it
 
         out = {}
         for i, h in enumerate(self.handles):
@@ -87,7 +87,7 @@ class NVMLSource:
 def _nvml_handle(index: int):
     """NVML's handle of torch's CUDA device ``index``: by UUID, else by PCI bus id (NVML numbers
     every GPU of the machine, torch only those CUDA_VISIBLE_DEVICES shows, in its own order)."""
-    import pynvml
+    import pynvml  # nvidia-ml-py may be absent: called only by nvml_source, which allows for that
 
     props = torch.cuda.get_device_properties(index)
     uuid = str(getattr(props, "uuid", "") or "")
@@ -106,7 +106,7 @@ def nvml_source(device: torch.device) -> NVMLSource | None:
     if device.type != "cuda":
         return None
     try:
-        import pynvml
+        import pynvml  # nvidia-ml-py may be absent: telemetry is then off, not the module broken
 
         pynvml.nvmlInit()
         index = device.index if device.index is not None else torch.cuda.current_device()

@@ -57,7 +57,7 @@ def versions() -> dict:
     out = {"python": platform.python_version(), "torch": torch.__version__, "code": code_version(),
            "source": source_fingerprint()}
     try:
-        import triton
+        import triton  # Triton may be absent (pyproject installs it on Linux only): no version then
 
         out["triton"] = triton.__version__
     except ImportError:
