@@ -1,3 +1,4 @@
 """The ``wb`` command line. ``main`` holds the parser and hands the command to its module, imported
-only when that command runs: ``info``, ``train``, ``run`` (and its dry run), ``status``,
-``results``, ``dashboard``; ``study_runs`` reads a study's runs for ``results`` and the dry run."""
+only when that command runs: ``info``, ``train``, ``run`` (its ``dry_run`` apart: it reads the
+store through polars, which ``wb run`` does without), ``status``, ``results``, ``dashboard``;
+``study_runs`` reads a study's runs for ``results`` and the dry run."""

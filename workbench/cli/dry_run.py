@@ -1,0 +1,118 @@
+"""``wb run --dry-run``: a study's trials, their spec hashes and state in the store, the
+confirmation to come, and with --effect the seeds that would detect it from the pilot runs' spread.
+It reads the store through the analysis stage (polars), which `wb run` itself does without."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from foxwb.workbench.analysis import report, runs as results, status, table
+from foxwb.workbench.cli.study_runs import check_metric, results_of
+from foxwb.workbench.run import live_view, rerun
+from foxwb.workbench.run.confirm import choose, confirmation_trials, edge_note
+from foxwb.workbench.run.runner import no_gpu_here, optuna_draws_done, to_run
+from foxwb.workbench.spec.cost import flops_per_token, param_counts
+from foxwb.workbench.spec.errors import SpecError
+from foxwb.workbench.spec.study import expand, schedule_notes, variant_names
+
+
+def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
+    """The trials, their spec hashes and state in the store; with --effect, the seeds that would
+    detect it, from the pilot runs' spread."""
+    if getattr(args, "base", None) is not None:  # checked before anything is printed
+        if args.effect is None:
+            raise SpecError("--base goes with --effect (the variant the effect is measured against)")
+        table.check_variant(args.base, study.name, variant_names(study), "--base")
+    trials = expand(study)
+    store = results.read_store(workdir, study.name, study.experiment, args.tracking_uri)
+    runs = results.all_runs(store, study.name) if store is not None else []
+    gone = status.no_driver(store, study.name)
+    states = {s.spec_hash: s for s in status.trial_states(store, runs, trials, no_driver=gone)}
+    # Done as `wb run` counts it (a trial ASHA stopped early is done; an Optuna search once it has
+    # its draws); the states in brackets are this stage's trials', not the confirmation's.
+    todo = trials if store is None else to_run(store, study, trials, store.finished_trials(study.name))
+    done = len(trials) - len(todo)
+    parts = [status.summary([states[t.spec_hash] for t in trials if t.spec_hash in states])]
+    optuna = [t for t in trials if t.optuna_samples]
+    if optuna:
+        drawn = 0 if store is None else sum(min(optuna_draws_done(store, study, t), t.optuna_samples) for t in optuna)
+        parts.append(f"{drawn} of {sum(t.optuna_samples for t in optuna)} optuna draws finished")
+    parts = ", ".join(p for p in parts if p)
+    print(f"study {study.name!r}: {live_view.count(len(trials), 'trial')}, {done} done" + (f" ({parts})" if parts else ""))
+    names = [t.row for t in trials]
+    width = max(len("variant"), *map(len, names))
+    print(f"{'variant':<{width}} {'seed':>4}  {'spec hash':<16}  {'params':>12}  {'tokens':>13}  {'train FLOPs':>11}  status")
+    for t, name in zip(trials, names):
+        s = states.get(t.spec_hash)
+        text = "done" if s is None or s.state == "finished" else \
+            "done (stopped early by ASHA)" if s.state == "stopped" else s.state
+        if s is not None and s.state in ("running", "stalled", "failed", "killed") and s.detail:
+            text += f": {s.detail}"
+        if t.optuna_samples:
+            text = f"optuna search of {t.optuna_samples} draws"
+        also = f"  (also: {', '.join(t.aliases)})" if t.aliases else ""
+        tokens = t.spec.train.trained_tokens(t.spec.data.context)  # train.tokens in whole steps, as trained
+        flops = flops_per_token(t.spec.model, t.spec.data.context)["train"] * tokens
+        print(f"{name:<{width}} {t.seed:>4}  {t.spec_hash:<16}  {param_counts(t.spec.model)['total']:>12,}  "
+              f"{tokens:>13,}  {flops:>11.3g}  {text}{also}")
+    for note in schedule_notes(trials):
+        print(f"note: {note}")
+    if done < len(trials) and getattr(args, "ray_address", None) is None:
+        if no_gpu_here(study):  # what runner.check_gpus refuses a local run for
+            print(f"note: the study asks resources.gpu={study.resources.gpu} a trial and this machine has no GPU: "
+                  "`wb run` here stops at once; run it on a GPU machine, or pass --ray-address of a cluster with GPUs")
+        else:
+            # Imported here, not with this module: importing ray_train sets RAY_TRAIN_V2_ENABLED (it
+            # must come before Ray Train's own imports), which a dry run of a study of one-worker
+            # trials has no business doing.
+            from foxwb.workbench.run.ray_train import check_study
+
+            try:
+                check_study(study, trials, None)
+            except SpecError as e:
+                print(f"note: `wb run` here stops at once: {e}")
+    if study.search is not None and study.search.confirm is not None:
+        confirm_lines(study, store, runs, done == len(trials), gone)
+    if getattr(args, "rerun", None):
+        hashes = rerun.select(trials, runs, args.rerun)  # a selector that names nothing is refused here too
+        print(f"--rerun would delete the tracked runs and checkpoints of {live_view.count(len(hashes), 'trial')} and run them "
+              f"afresh: {', '.join(sorted(hashes)) or 'none'}")
+    if args.effect is not None:
+        plan_seeds(study, args)
+    return 0
+
+
+def confirm_lines(study, store, runs: list, searched: bool, gone: str | None) -> None:
+    """The confirmation stage of a tune-then-confirm study: its trials once the search has
+    finished (each variant's chosen point, workbench/run/confirm.py), else what it will be; ``gone``:
+    status.no_driver of the study, read once by the dry run."""
+    confirm = study.search.confirm
+    choices = choose(study, runs) if searched else {}
+    if not choices:
+        each = "each cell's (a variant at a point)" if study.design.kind == "crossed" else "each variant's"
+        print(f"then the confirmation: {each} best search point by {confirm.metric} on seeds "
+              f"{', '.join(map(str, confirm.seeds))} (chosen once the search has finished)")
+        return
+    print(f"then the confirmation, at each {'cell' if study.design.kind == 'crossed' else 'variant'}'s best search point "
+          f"by {confirm.metric}:")
+    trials = confirmation_trials(study, choices)
+    states = {s.spec_hash: s for s in status.trial_states(store, runs, trials, no_driver=gone)}
+    for t in trials:
+        s = states.get(t.spec_hash)
+        text = "to run" if s is None else "done" if s.state == "finished" else s.state
+        print(f"  {t.variant} [{t.point_label}]  seed {t.seed}  {t.spec_hash}  {text}")
+    for c in choices.values():
+        edge = edge_note(study, c)
+        if edge:
+            print(f"note: {c.variant}: {edge}")
+
+
+def plan_seeds(study, args: argparse.Namespace) -> None:
+    _, _, runs, tags = results_of(args.study, args)
+    if runs.is_empty() or not (runs["status"] == "FINISHED").any():
+        print(f"\n--effect {args.effect}: no finished pilot runs of {study.name!r} to measure the seeds' spread from")
+        return
+    check_metric(runs, args.metric)
+    info = table.study_info(study.name, runs, study, tags, args.base)
+    print()
+    print("\n".join(report.seeds_lines(table.study_table(runs, info, args.metric), info, args.metric, args.effect)))
