@@ -12,16 +12,18 @@ import plotly.io as pio
 import polars as pl
 from plotly.offline import get_plotlyjs
 
-from foxwb.dashboards import confirm_page, figures
+from foxwb.dashboards import claims_table, confirm_page, figures
 from foxwb.dashboards.figures import esc
 from foxwb.workbench.analysis import runs as results
-from foxwb.workbench.analysis import status, table
+from foxwb.workbench.analysis import fairness, status, table
+from foxwb.workbench.analysis.claims import declared, study_claims
 from foxwb.workbench.analysis.effects import effects, grid_effects
 from foxwb.workbench.analysis.scaling.laws import fit_study
 from foxwb.workbench.run.tracking import Store
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
-table.ablation{border-collapse:collapse;font-size:14px}table.ablation td,table.ablation th{border-bottom:1px solid #ddd;padding:4px 8px}
+table.ablation,table.claims{border-collapse:collapse;font-size:14px}
+table.ablation td,table.ablation th,table.claims td,table.claims th{border-bottom:1px solid #ddd;padding:4px 8px}
 td.num{text-align:right;font-variant-numeric:tabular-nums}td.mark{text-align:center}.sig{color:#b8860b}.note{color:#666;font-size:13px}
 td.failed,.fewer{color:#b22222}.spike{color:#d2691e}.kind{font-size:12px;font-weight:600}.vs{color:#666;font-size:12px}
 section{margin:2em 0}h2{font-size:18px}"""
@@ -74,9 +76,13 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     # One definition of the base, the order and the rows, as `wb results` (foxwb.workbench.analysis.table).
     info = table.study_info(study, everything, parent_tags=tags)
     rows = table.study_table(everything, info)
+    # The claims' verdicts first, as `wb results` prints them (the declared claims, as tagged, else the default ones).
+    verdicts = study_claims(everything, info, declared(tags=tags))
+    page.html('<section id="claims"><h2>Claims</h2>' + claims_table.html(verdicts, info.alpha) + "</section>")
     page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(rows, info) + "</section>")
     if info.choice:  # tune, then confirm: each variant's search beside the table
         confirm_section(page, store, attempts, tags, info)
+    fairness_section(page, attempts, tags)  # what each row searched and set: after the table and its search
     seeds_section(page, everything, rows, info)
     if info.design_kind == "scaling":
         scaling_section(page, everything, info)
@@ -220,6 +226,32 @@ def training_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[s
         if wide.height:
             training[row] = (wide["tokens"].to_numpy(), wide.drop("tokens").to_numpy().T)
     return training
+
+
+def fairness_section(page: Page, runs: list, tags: dict) -> None:
+    """Beside the table, as `wb results` prints it after its own: per row what was searched, the
+    choice and the knobs set away from their defaults unsearched, then the flags
+    (foxwb.workbench.analysis.fairness, from the tracked runs alone)."""
+    fair = fairness.of_runs(runs, tags)
+    if not fair["rows"]:
+        return
+    short, show = fairness.short, fairness.show
+    body = []
+    for r in fair["rows"]:
+        searched = "; ".join(f"{short(p)}: {', '.join(map(show, v)) if isinstance(v, list) else v}"
+                             for p, v in r["searched"].items())
+        choice = ", ".join(f"{short(p)}={show(v)}" for p, v in (r["choice"] or {}).items())
+        edge = ' <b class="fewer">edge</b>' if r["at_edge"] else ""
+        knobs = ", ".join(f"{short(p)}={show(v)}" for p, v in r["knobs"].items())
+        body.append(f'<tr><td>{esc(r["row"])}</td><td>{esc(searched)}</td><td class="num">{r["search_trials"] or ""}</td>'
+                    f"<td>{esc(choice)}{edge}</td><td>{esc(knobs)}</td></tr>")
+    flags = "".join(f"<li>{esc(f['text'])}</li>" for f in fair["flags"])
+    # Not table.ablation: readers of the page (and its tests) take that one for the study table.
+    page.html('<section id="fairness"><h2>Fairness</h2><table class="fairness" style="font-size:13px"><thead><tr>'
+              "<th>row</th><th>searched</th><th>search trials</th><th>choice</th><th>set, not searched</th></tr></thead>"
+              "<tbody>" + "".join(body)
+              + "</tbody></table>" + (f'<ul class="fewer">{flags}</ul>' if flags else '<p class="note">No flag.</p>')
+              + '<p class="note">docs/results.md, "The fairness report".</p></section>')
 
 
 def cost_section(page: Page, frame: pl.DataFrame, order: list[str]) -> None:

@@ -61,10 +61,10 @@ def test_each_variants_search_and_its_confirmation_show_beside_the_table(page, b
     assert browser.execute_script("return window.__wb_errors") == []
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
 
-    # Beside the table: its section comes next, and the generic sensitivity figure, which would
-    # mix the confirmation runs into the search's points, is not on the page.
+    # Beside the table (after the claims' verdicts): its section comes next, and the generic
+    # sensitivity figure, which would mix the confirmation runs into the search's points, is not on the page.
     headings = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "h2")]
-    assert headings[:2] == ["Ablation table", "Search and confirmation"] and "Hyperparameter sensitivity" not in headings
+    assert headings[:3] == ["Claims", "Ablation table", "Search and confirmation"] and "Hyperparameter sensitivity" not in headings
     section = browser.find_element(By.ID, "search-and-confirmation")
     assert section.is_displayed()
     texts = lambda css: browser.execute_script(  # noqa: E731

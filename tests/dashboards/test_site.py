@@ -130,6 +130,18 @@ def test_every_variant_is_shown_with_the_store_numbers(site):
         assert f"paired {sum(diffs) / len(diffs):+.3f} &plusmn;" in row, (variant, row)
 
 
+def test_the_study_page_shows_the_claims_verdicts_before_the_table(site):
+    _, out = site
+    page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
+    start = page.index('<section id="claims">')
+    assert start < page.index("<h2>Ablation table</h2>")
+    section = page[start:page.index("</section>", start)]
+    for variant in ("FoX (Pro) - forget gate", "FoX (Pro) - KV-shift"):  # the default claims: each row against the base
+        row = re.search(rf'<td class="claim">{re.escape(html.escape(variant))}</td>(.*?)</tr>', section).group(1)
+        assert re.search(r">(better|worse|equivalent|inconclusive)</td>", row), row
+    assert "declares no claims" in section and "SESOI of 1%" in section and "On val_loss" in section
+
+
 def test_deltas_are_taken_against_the_studys_tagged_base(quickstart, tmp_path):
     """The dashboard reads the base row from the study's parent run (the runner tags the design's
     base or a variants design's compare_to there): retagged, the table compares against it."""

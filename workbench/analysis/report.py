@@ -1,10 +1,12 @@
-"""The study table as `wb results` prints it, and two studies side by side. Every figure comes
-from foxwb.workbench.analysis.table (one definition of rows, base and comparisons) and foxwb.workbench.analysis.stats."""
+"""The study table as `wb results` prints it, after its claims' verdicts, and two studies side by
+side. Every figure comes from foxwb.workbench.analysis.table (one definition of rows, base and
+comparisons), foxwb.workbench.analysis.claims (the verdicts) and foxwb.workbench.analysis.stats."""
 from __future__ import annotations
 
 import polars as pl
 
 from foxwb.workbench.analysis import stats
+from foxwb.workbench.analysis.claims import RULE
 from foxwb.workbench.spec.trial import FEWER_SEQUENCES
 from foxwb.workbench.analysis.table import BEST_POINT, SAME_POINT, STANDARD_KINDS, StudyInfo
 
@@ -289,3 +291,48 @@ def effect_lines(about: dict) -> list[str]:
                          f"(p {_num(c['p'], '.3g', 'n/a')})")
             lines.append(text)
     return lines
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{100 * x:+.2f}%"
+
+
+def _p_claim(p, alpha: float) -> str:
+    if p is None:
+        return ""
+    return f"{'<1e-6' if p < 1e-6 else format(p, '.3g')}{'*' if p < alpha else ''}"
+
+
+def claim_lines(claims: list[dict], alpha: float) -> list[str]:
+    """The verdict table (workbench/analysis/claims.py) as text, `wb results`'s first lines: per
+    claim A vs B, the verdict, the difference in perplexity (relative) and in loss, its 95% CI, p
+    and p_equivalence (Holm), the seeds and the SESOI; then how the verdicts are decided."""
+    if not claims:
+        return ["claims: none judged (no finished run records test_loss or val_loss)", ""]
+    c0 = claims[0]
+    adjusted = c0["adjust"] == "holm"
+    head = [["claim", "A vs B", "verdict", "delta ppl", "delta loss", "95% CI (ppl)",
+             "p (Holm)" if adjusted else "p", "p equiv (Holm)" if adjusted else "p equiv", "n", "sesoi"]]
+    for c in claims:
+        ci = f"[{_pct(c['ci95'][0])}, {_pct(c['ci95'][1])}]" if c["ci95"] else ("n/a" if c["n_seeds"] else "")
+        n = f"W {len(c['seeds_a'])} & {len(c['seeds_b'])}" if c["test"] == "welch" else str(c["n_seeds"])
+        head.append([c["name"], f"{c['a_row'] or c['a']} vs {c['b_row'] or c['b']}", c["verdict"], _pct(c["delta"]),
+                     _num(c["delta_loss"], "+.4f"), ci, _p_claim(c["p_value"], alpha), _p_claim(c["p_equivalence"], alpha),
+                     n, f"{100 * c['sesoi']:g}%"])
+    widths = [max(len(line[i]) for line in head) for i in range(len(head[0]))]
+    # Indented: a line that starts with a row's name is the study table's (a default claim is named by its row).
+    text = ["  " + "  ".join([line[0].ljust(widths[0]), line[1].ljust(widths[1]), line[2].ljust(widths[2])]
+                             + [v.rjust(w) for v, w in zip(line[3:], widths[3:])]).rstrip() for line in head]
+    metric = c0["metric"]
+    basis = "the test split" if metric == "test_loss" else "the held-out split the runs validate on (test_loss where every run records it)"
+    family = f"Holm-adjusted over the {len(claims)} claims, differences and equivalences apart" if adjusted else "unadjusted"
+    lines = [f"claims: A against B on {metric}, {basis}; per-seed differences A - B (paired by seed; W: Welch's, unpaired); "
+             f"alpha {alpha:g}; p and p equiv {family}"] + text
+    lines.append(f"verdict: {RULE} (docs/statistics.md); p below 1e-6 is shown as <1e-6 (the t tail is not "
+                 "trusted that far out; the JSON keeps the number)")
+    if all(c["default"] for c in claims):
+        lines.append(f"default claims: the study declares none, so each compared row is judged against the row the table "
+                     f"compares it with at sesoi {100 * claims[0]['sesoi']:g}%; state your own with `claims:` "
+                     "(docs/study-files.md)")
+    lines += [f"  note, {c['name']}: {c['note']}" for c in claims if c.get("note")]
+    return lines + [""]

@@ -1,5 +1,6 @@
 """Statistics over seeds, on numpy and scipy: the mean and its confidence interval, the paired and
-the unpaired (Welch) comparison with a base, the power of those tests (Welch's with unequal spreads
+the unpaired (Welch) comparison with a base, equivalence within a margin (two one-sided tests,
+TOST), the power of those tests (Welch's with unequal spreads
 and seeds too) and the minimal detectable effect (MDE), the seeds an effect needs, effects stated as fractions, and Holm's correction.
 Pure functions on plain numbers; ``docs/statistics.md`` gives the formulas and what they assume.
 
@@ -159,6 +160,54 @@ def welch_summary(mean_a: float | None, sd_a: float | None, n_a: int | None, mea
     se = math.sqrt(va + vb)
     return Welch(delta, float(stats.t.ppf((1 + confidence) / 2, df) * se), float(2 * stats.t.sf(abs(delta) / se, df)),
                  float(df))
+
+
+class Equivalence(NamedTuple):
+    p: float | None  # TOST: the larger of the two one-sided p; below alpha, the mean lies within +-bound
+    p_lower: float | None  # one-sided, of the null "mean <= -bound"
+    p_upper: float | None  # one-sided, of the null "mean >= +bound"
+    delta: float | None  # the mean difference tested
+
+
+def tost_summary(delta: float | None, se: float | None, df: float | None, bound: float) -> Equivalence:
+    """Two one-sided tests (TOST) that a mean difference ``delta`` with standard error ``se`` on
+    ``df`` degrees of freedom lies within (-bound, +bound): t_lower = (delta + bound) / se against
+    "mean <= -bound" (upper tail), t_upper = (delta - bound) / se against "mean >= +bound" (lower
+    tail); p = max of the two. p < alpha is the (1 - 2 alpha) CI inside the margin. With se 0 a
+    side's p is 0 where delta lies strictly inside it, else 1; None where delta, se or df is unknown."""
+    if not bound > 0:
+        raise ValueError(f"bound must be > 0 (the margin of equivalence), got {bound!r}")
+    if _missing(delta) or _missing(se) or _missing(df):
+        return Equivalence(None, None, None, None if _missing(delta) else float(delta))
+    if se == 0:
+        lower, upper = float(delta <= -bound), float(delta >= bound)
+    else:
+        lower = float(stats.t.sf((delta + bound) / se, df))
+        upper = float(stats.t.cdf((delta - bound) / se, df))
+    return Equivalence(max(lower, upper), lower, upper, float(delta))
+
+
+def tost_paired(variant: Mapping[Hashable, float | None], base: Mapping[Hashable, float | None],
+                bound: float) -> Equivalence:
+    """TOST of the per-seed differences variant - base over the seeds both have (as ``paired``):
+    is their mean within +-``bound`` (metric units; for a perplexity margin on a loss metric,
+    ``loss_effect_of_ppl_fraction``)? None p for fewer than 2 seeds."""
+    seeds = [s for s in variant if s in base and not _missing(variant[s]) and not _missing(base[s])]
+    d = np.array([variant[s] - base[s] for s in seeds], dtype=np.float64)
+    if len(d) < 2:
+        return tost_summary(float(d.mean()) if len(d) else None, None, None, bound)
+    return tost_summary(float(d.mean()), _sd(d) / math.sqrt(len(d)), len(d) - 1, bound)
+
+
+def tost_welch(a: Iterable[float | None], b: Iterable[float | None], bound: float) -> Equivalence:
+    """TOST of the difference of the means a - b of two unpaired samples, Welch's standard error
+    and Welch-Satterthwaite df: within +-``bound``? None p where either has fewer than 2 values."""
+    x, y = _values(a), _values(b)
+    if len(x) < 2 or len(y) < 2:
+        return tost_summary(float(x.mean() - y.mean()) if len(x) and len(y) else None, None, None, bound)
+    va, vb = _sd(x) ** 2 / len(x), _sd(y) ** 2 / len(y)
+    df = (va + vb) ** 2 / (va ** 2 / (len(x) - 1) + vb ** 2 / (len(y) - 1)) if va + vb > 0 else math.inf
+    return tost_summary(float(x.mean() - y.mean()), math.sqrt(va + vb), df, bound)
 
 
 def pooled_sd(a: Iterable[float | None], b: Iterable[float | None]) -> float | None:

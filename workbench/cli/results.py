@@ -1,5 +1,6 @@
-"""``wb results``: a study's table from the tracking store (mean and 95% CI over seeds, the paired
-comparison with the base, its power; effects and scaling fits where the design has them), as text,
+"""``wb results``: a study's claims with their verdicts, then its table from the tracking store (mean
+and 95% CI over seeds, the paired comparison with the base, its power; effects and scaling fits
+where the design has them), as text,
 CSV, parquet or JSON; or two studies' shared rows side by side."""
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from foxwb.workbench.analysis import export, report, table
+from foxwb.workbench.analysis import export, fairness, report, table
+from foxwb.workbench.analysis import runs as results
+from foxwb.workbench.analysis.claims import declared, study_claims
 from foxwb.workbench.analysis.effects import effects, grid_effects
 from foxwb.workbench.analysis.scaling.laws import study_fits
 from foxwb.workbench.cli.study_runs import check_metric, no_trials, results_of
@@ -33,17 +36,21 @@ def command(args: argparse.Namespace) -> int:
              "alpha": info.alpha, "holm": args.holm, "seeds": info.seeds}
     if info.variant_seeds:
         about["variant_seeds"] = info.variant_seeds
+    # Each claim's verdict (the declared ones, else one per compared row at the default sesoi), first.
+    about["claims"] = study_claims(runs, info, declared(study, tags))
     if info.design_kind == "scaling":
         about |= study_fits(runs, info.order, info.extrapolate_to)
     if info.design_kind in ("scaling", "crossed"):
         about["effects"] = effects(rows, info.axis)
     elif info.design_kind == "grid" and info.grid_axes:
         about["effects"] = grid_effects(runs, info.grid_axes, args.metric)
+    about["fairness"] = fairness_of(args, name, study, runs, tags)  # after the table (docs/results.md)
     if args.format == "table":
-        lines = report.table_lines(rows, info, args.metric, args.holm)
+        lines = report.claim_lines(about["claims"], info.alpha) + report.table_lines(rows, info, args.metric, args.holm)
         if info.design_kind == "scaling":
             lines += report.fit_lines(about)
         lines += report.effect_lines(about)
+        lines += fairness.lines(about["fairness"])
         emit("\n".join(lines) + "\n", args.out)
     else:
         export.write(rows, args.format, args.out, about)
@@ -65,6 +72,14 @@ def compare(args: argparse.Namespace, loaded) -> int:
     lines = report.comparison_lines(frame, a, b, args.metric, sorted(set(values_a) - shared), sorted(set(values_b) - shared))
     emit("\n".join(lines) + "\n", args.out)
     return 0
+
+
+def fairness_of(args: argparse.Namespace, name: str, study, runs, tags: dict) -> dict:
+    """The fairness report: from the study file where given, else from the store's runs alone."""
+    if study is not None:
+        return fairness.of_study(study, tags, runs)
+    store = results.read_store(Path(args.workdir), name, None, args.tracking_uri)
+    return fairness.of_runs(results.all_runs(store, name), tags) if store else {"rows": [], "flags": []}
 
 
 def emit(text: str, out: str | None) -> None:

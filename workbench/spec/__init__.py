@@ -6,6 +6,7 @@
 - ``tokenizer_file``: a tokenizer.json's identity (its bytes' SHA-256 and vocabulary size).
 - ``search``: a study's search: distributions, algorithm, ASHA, confirmation.
 - ``study``: study files, their designs, and their expansion into trials.
+- ``claims``: a study's claims: two rows and a smallest effect of interest.
 - ``presets``: the paper's four models as shorthands.
 - ``fields``: dotted field paths (``model.attention.qk_norm``) and the edits a study makes with them.
 - ``errors``: user-facing errors naming the field, the value and what is allowed; the YAML reader.

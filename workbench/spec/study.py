@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt, PrivateAttr, ValidationError, field_validator, model_validator
 
+from foxwb.workbench.spec.claims import Claim, check_claims
 # cost builds a model on the meta device for its parameter counts (a scaling design's sizes): the
 # one import of the spec stage from a stage above it (tests/test_repo.py, UPWARD)
 from foxwb.workbench.spec.cost import param_counts
@@ -226,6 +227,9 @@ class StudySpec(Spec):
     # The significance level of every comparison the results show (the paired t-test against the
     # base, and the minimal detectable effect at 80% power); docs/statistics.md.
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    # Claims: A against B with a smallest effect of interest, each given a verdict by `wb results`
+    # (foxwb.workbench.spec.claims; docs/statistics.md); None: one default claim per row against the base.
+    claims: list[Claim] | None = None
     # The file the study was read from (foxwb.workbench.cli.main): the errors of its expansion name it.
     _source: str = PrivateAttr("")
 
@@ -274,6 +278,21 @@ class StudySpec(Spec):
                                  "(`test: welch` in its entry)")
         return self
 
+    @field_validator("claims", mode="before")
+    @classmethod
+    def _some_claims(cls, claims):
+        if claims == []:
+            raise ValueError("no claims listed: list one or more ({name, compare: [A, B], sesoi}), or leave "
+                             "`claims` out for the default claims (each row against the base)")
+        return claims
+
+    @model_validator(mode="after")
+    def _known_claims(self):
+        if self.claims:
+            rows, noun, note = claim_rows(self)
+            check_claims(self.claims, rows, noun, note)
+        return self
+
     @model_validator(mode="after")
     def _names_are_searchable(self):
         # The tracking store finds runs by these names; its filters quote with ' or ", not both.
@@ -297,6 +316,16 @@ def base_variant(design) -> str:
     if isinstance(design, (VariantsDesign, ScalingDesign, CrossedDesign)):
         return design.compare_to or design.variants[0].name
     return _grid_name([(path, values[0]) for path, values in design.axes.items()])
+
+
+def claim_rows(study: "StudySpec") -> tuple[list[str], str, str]:
+    """What a claim's ``compare`` may name, what they are called, and a note on them: the variants,
+    or in a crossed or scaling design the rows, each variant at each point of its axis
+    (``FoX (Pro) [context=1024]``, the study table's row names)."""
+    if isinstance(study.design, (CrossedDesign, ScalingDesign)):
+        return ([f"{v} [{a}]" for v in variant_names(study) for a in axis_labels(study)], "row",
+                " (a variant at a point of its axis: its rows are compared at the same point)")
+    return variant_names(study), "variant", ""
 
 
 def variant_seeds(study: "StudySpec") -> dict[str, list[int]]:
@@ -643,7 +672,7 @@ def schedule_notes(trials: list[Trial]) -> list[str]:
 
 def design_tags(study) -> dict[str, str]:
     """Tags for the study's parent run: what readers without the study file need (the variants
-    in order, the seeds, alpha). A list too long for a tag is left out (readers fall back)."""
+    in order, the seeds, alpha, the claims). A list too long for a tag is left out (readers fall back)."""
     tags = {"variants": json.dumps(variant_names(study)), "seeds": json.dumps(list(study.seeds)),
             "alpha": repr(study.alpha), "design_kind": study.design.kind}
     own = own_seeds(study)
@@ -661,6 +690,8 @@ def design_tags(study) -> dict[str, str]:
         tags["axis"] = json.dumps(axis_labels(study))
     if isinstance(study.design, GridDesign):
         tags["grid_axes"] = json.dumps(list(study.design.axes.items()))
+    if study.claims:  # the dashboard and `wb results NAME` give the declared claims their verdicts
+        tags["claims"] = json.dumps([c.model_dump(mode="json") for c in study.claims])
     return {k: v for k, v in tags.items() if len(v) <= 5000}
 
 
