@@ -1,5 +1,6 @@
 """Pluggable attention-block components, one module per mechanism, their registry, and the
-protocols of the optional hooks a component's module may implement (protocols.py)."""
+protocols of the optional hooks a component's module may implement (protocols.py), and the digest of
+the source files a model's components come from (sources.py: stale results)."""
 from foxwb.components import (  # noqa: F401  (registers the kinds)
     forget_gate, kv_shift, mlp, norm, output_gate, output_norm, qk_norm, rope,
 )

@@ -30,6 +30,8 @@ def html(claims: list[dict], alpha: float) -> str:
     for c in claims:
         ci = f"[{_pct(c['ci95'][0])}, {_pct(c['ci95'][1])}]" if c["ci95"] else ""
         n = f"W {len(c['seeds_a'])} &amp; {len(c['seeds_b'])}" if c["test"] == "welch" else str(c["n_seeds"])
+        if c.get("interval") == "seeds x documents":
+            n += f" &times; {c['n_documents']} docs"
         note = f' title="{esc(c["note"])}"' if c.get("note") else ""
         body.append(f'<tr{note}><td class="claim">{esc(c["name"])}</td><td>{esc(c["a_row"] or c["a"])} vs '
                     f'{esc(c["b_row"] or c["b"])}</td><td class="verdict" style="color:{COLOURS[c["verdict"]]};'
@@ -40,12 +42,13 @@ def html(claims: list[dict], alpha: float) -> str:
                     f'<td class="num">{100 * c["sesoi"]:g}%</td></tr>')
     holm = " (Holm)" if adjusted else ""
     head = ("<tr><th>Claim</th><th>A vs B</th><th>Verdict</th><th>&Delta; ppl</th><th>&Delta; loss</th>"
-            f"<th>95% CI (ppl)</th><th>p{holm}</th><th>p equivalence{holm}</th><th>Seeds</th><th>SESOI</th></tr>")
+            f"<th>95% CI (ppl)</th><th>p{holm}</th><th>p equivalence{holm}</th><th>Seeds (&times; test documents)</th><th>SESOI</th></tr>")
     default = (f" The study declares no claims: each compared row is judged against the row the table compares it "
                f"with, at a SESOI of {100 * claims[0]['sesoi']:g}% (declare <code>claims:</code> in the study file)."
                if all(c["default"] for c in claims) else "")
     family = f"Holm-adjusted over the {len(claims)} claims, differences and equivalences apart" if adjusted else "unadjusted"
-    note = (f"On {esc(claims[0]['metric'])}, per-seed differences A &minus; B (W: Welch's, unpaired); alpha {alpha:g}; "
+    note = (f"On {esc(claims[0]['metric'])}, differences A &minus; B paired by seed (and by test document where the "
+            f"seeds column counts documents; W: Welch's, unpaired); alpha {alpha:g}; "
             f"p {family}. Verdict: {esc(RULE)}.{default}"
             + (" Hover a row for its note." if any(c.get("note") for c in claims) else ""))
     # Not table.ablation: readers of the page (and its tests) take that one for the study table.

@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 
 from foxwb.workbench.analysis import table
 from foxwb.workbench.analysis.report import SPIKES, chosen_note
+from foxwb.workbench.analysis.scaling.laws import LOSS as LADDER_LOSS
 from foxwb.workbench.analysis.scaling.solve import law
 
 # Table 3's column order, with the paper's names.
@@ -287,7 +288,7 @@ def scaling_figure(ladder: pl.DataFrame, fits: list, order: list[str]) -> go.Fig
         mine = ladder.filter(pl.col("variant") == variant)
         if mine.is_empty():
             continue
-        fig.add_trace(go.Scatter(x=mine["n_params_non_embedding"].to_list(), y=mine["val_loss"].to_list(), mode="markers",
+        fig.add_trace(go.Scatter(x=mine["n_params_non_embedding"].to_list(), y=mine[LADDER_LOSS].to_list(), mode="markers",
                                  name=esc(f"{variant} (runs)"), marker={"color": colors[variant]}, legendgroup=variant))
         f = by_variant.get(variant)
         if f is None or f.status == "refused":

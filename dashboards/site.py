@@ -70,20 +70,23 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     page = Page(f"{study} · FoX ablation workbench")
     page.html(f"<h1>{esc(study)}</h1><p>{esc(tags.get('mlflow.note.content', ''))}</p>")
     everything = results.trial_runs(Path("."), study, runs=attempts)
+    everything = results.with_test_documents(store, everything, attempts)  # the claims' seed x document interval
     if everything.is_empty():
         page.html("<p>No trials tracked yet.</p>")
         return page.render(), {"variants": 0, "runs": 0}
     # One definition of the base, the order and the rows, as `wb results` (foxwb.workbench.analysis.table).
     info = table.study_info(study, everything, parent_tags=tags)
-    rows = table.study_table(everything, info)
+    metric = table.report_metric(everything)  # the test split's, as `wb results` (docs/trials-and-data.md, "Three splits")
+    rows = table.study_table(everything, info, metric)
     # The claims' verdicts first, as `wb results` prints them (the declared claims, as tagged, else the default ones).
     verdicts = study_claims(everything, info, declared(tags=tags))
     page.html('<section id="claims"><h2>Claims</h2>' + claims_table.html(verdicts, info.alpha) + "</section>")
-    page.html("<section><h2>Ablation table</h2>" + figures.ablation_table(rows, info) + "</section>")
+    page.html("<section><h2>Ablation table</h2>" + split_html(everything, metric)
+              + figures.ablation_table(rows, info, metric) + "</section>")
     if info.choice:  # tune, then confirm: each variant's search beside the table
         confirm_section(page, store, attempts, tags, info)
     fairness_section(page, attempts, tags)  # what each row searched and set: after the table and its search
-    seeds_section(page, everything, rows, info)
+    seeds_section(page, everything, rows, info, metric)
     if info.design_kind == "scaling":
         scaling_section(page, everything, info)
     effect_sections(page, everything, info)
@@ -105,7 +108,15 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     return page.render(), {**summary, "figures": page.n}
 
 
-def seeds_section(page: Page, runs: pl.DataFrame, rows: pl.DataFrame, info: table.StudyInfo) -> None:
+def split_html(runs: pl.DataFrame, metric: str) -> str:
+    """Which documents the table's metric was read on (the test set's size), and a loud line where a
+    run's test set is below the default minimum (docs/trials-and-data.md, "Three splits")."""
+    note, small = table.split_note(runs, metric), table.small_test_sets(runs)
+    return ((f'<p class="fewer"><b>{esc(small)}</b></p>' if small else "")
+            + (f'<p class="note">{esc(note)}</p>' if note else ""))
+
+
+def seeds_section(page: Page, runs: pl.DataFrame, rows: pl.DataFrame, info: table.StudyInfo, metric: str) -> None:
     """Each row's seeds as dots around its mean: where one seed runs far from the rest, and which rows
     need many seeds for a small effect. The rows with two seeds or more (a search point on one seed
     has no spread)."""
@@ -113,8 +124,8 @@ def seeds_section(page: Page, runs: pl.DataFrame, rows: pl.DataFrame, info: tabl
     if not spread:
         return
     page.html("<section><h2>Seed spread</h2>")
-    page.figure(figures.seeds_figure(table.row_seed_values(runs, info), spread))
-    page.html('<p class="note">val_ppl of every finished seed, in % from its row\'s mean; the rows\' seeds needed for '
+    page.figure(figures.seeds_figure(table.row_seed_values(runs, info, metric), spread, metric))
+    page.html(f'<p class="note">{metric} of every finished seed, in % from its row\'s mean; the rows\' seeds needed for '
               "an effect are <code>wb run STUDY --dry-run --effect 0.02</code> (docs/statistics.md).</p></section>")
 
 
@@ -148,24 +159,25 @@ def scaling_section(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> No
 def effect_sections(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> None:
     """Effect versus an axis (workbench/analysis/effects.py): a scaling or crossed design's variants against
     the base along its axis; a grid's first axis along each other axis."""
+    loss = table.report_metric(runs, "loss")  # the test split's where every run records it
     if info.design_kind in ("scaling", "crossed"):
-        found = effects(table.study_table(runs, info, "val_loss"), info.axis)
+        found = effects(table.study_table(runs, info, loss), info.axis)
         by_axis = {info.axis[0].split("=")[0] if info.axis else "the axis": found}
     elif info.design_kind == "grid" and info.grid_axes:
         by_axis = {}
-        for e in grid_effects(runs, info.grid_axes, "val_loss"):
+        for e in grid_effects(runs, info.grid_axes, loss):
             by_axis.setdefault(e["axis"], []).append(e)
     else:
         return
     for axis, found in by_axis.items():
         if found:
             page.html(f"<section><h2>Effect versus {esc(axis)}</h2>")
-            page.figure(figures.effect_figure(found, "val_loss", axis))
+            page.figure(figures.effect_figure(found, loss, axis))
             page.html("</section>")
 
 
 def _best(rows: pl.DataFrame) -> str:
-    """The row of lowest mean val_ppl (the table's metric), with its value."""
+    """The row of lowest mean of the table's metric, with its value."""
     done = rows.filter(pl.col("mean").is_not_null()).sort("mean")
     return f"{done['row'][0]} ({done['mean'][0]:.3f})" if done.height else ""
 

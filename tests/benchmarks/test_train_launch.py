@@ -16,7 +16,7 @@ TRIAL = {
               "mlp": {"kind": "swiglu", "intermediate_size": 64}},
     "data": {"kind": "builtin", "context": 32, "max_bytes": 300000},
     "train": {"batch_size": 4, "cpu_threads": 1},
-    "eval": {"sequences": 2, "length_multiples": [1]},
+    "eval": {"sequences": 2, "length_multiples": [1], "test_tokens": 4096, "min_test_tokens": 1024},
 }
 
 

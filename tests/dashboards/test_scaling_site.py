@@ -23,7 +23,7 @@ STUDY = {
                        "mlp": {"kind": "swiglu", "intermediate_size": 64}},
              "data": {"kind": "builtin", "context": 64, "max_bytes": 600000},
              "train": {"tokens": 16384, "batch_size": 8, "eval_batches": 1, "cpu_threads": 1},
-             "eval": {"sequences": 4, "length_multiples": [1]}},
+             "eval": {"sequences": 4, "length_multiples": [1], "test_tokens": 4096, "min_test_tokens": 1024}},
     "design": {"kind": "scaling",
                "sizes": [{"name": f"d{d}", "set": {"model.d_model": d, "model.mlp.intermediate_size": 2 * d}} for d in SIZES],
                "variants": [{"name": "FoX (Pro)", "set": {"model.attention.forget_gate": "data_dependent"}},
@@ -53,7 +53,7 @@ def by_hand(workdir):
     exp = client.get_experiment_by_name("ladder")
     out = {}
     for r in client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial' and attributes.status = 'FINISHED'"):
-        out.setdefault(r.data.tags["variant"], []).append((r.data.metrics["n_params_non_embedding"], r.data.metrics["val_loss"]))
+        out.setdefault(r.data.tags["variant"], []).append((r.data.metrics["n_params_non_embedding"], r.data.metrics["test_loss"]))
     return out
 
 

@@ -114,14 +114,14 @@ def test_every_variant_is_shown_with_the_store_numbers(site):
     page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
     by_variant = {}
     for r in runs:
-        by_variant.setdefault(r.data.tags["variant"], []).append(r.data.metrics["val_ppl"])
+        by_variant.setdefault(r.data.tags["variant"], []).append(r.data.metrics["test_ppl"])
     assert len(by_variant) == 3
     assert "&Delta; vs FoX (Pro)</th>" in page  # the study's base, from its parent run's tag
     for variant, values in by_variant.items():
         row = re.search(rf'<td class="variant">{re.escape(html.escape(variant))}</td>(.*?)</tr>', page).group(1)
         assert f"{sum(values) / len(values):.3f} &plusmn;" in row, (variant, row)
     # The paired comparison, recomputed from the store: per seed, the variant minus the base.
-    seeds = {(r.data.tags["variant"], r.data.tags["seed"]): r.data.metrics["val_ppl"] for r in runs}
+    seeds = {(r.data.tags["variant"], r.data.tags["seed"]): r.data.metrics["test_ppl"] for r in runs}
     for variant in by_variant:
         if variant == "FoX (Pro)":
             continue
@@ -139,7 +139,7 @@ def test_the_study_page_shows_the_claims_verdicts_before_the_table(site):
     for variant in ("FoX (Pro) - forget gate", "FoX (Pro) - KV-shift"):  # the default claims: each row against the base
         row = re.search(rf'<td class="claim">{re.escape(html.escape(variant))}</td>(.*?)</tr>', section).group(1)
         assert re.search(r">(better|worse|equivalent|inconclusive)</td>", row), row
-    assert "declares no claims" in section and "SESOI of 1%" in section and "On val_loss" in section
+    assert "declares no claims" in section and "SESOI of 1%" in section and "On test_loss" in section
 
 
 def test_deltas_are_taken_against_the_studys_tagged_base(quickstart, tmp_path):
@@ -174,7 +174,7 @@ def test_the_seed_spread_shows_every_seed_of_every_row_around_its_mean(site):
     boxes = [t for f in figs if "Seed spread" in json.dumps(f["layout"].get("title", "")) for t in f["data"]]
     by_variant = {}
     for r in runs:
-        by_variant.setdefault(r.data.tags["variant"], {})[int(r.data.tags["seed"])] = r.data.metrics["val_ppl"]
+        by_variant.setdefault(r.data.tags["variant"], {})[int(r.data.tags["seed"])] = r.data.metrics["test_ppl"]
     assert sorted(html.unescape(t["name"]) for t in boxes) == sorted(by_variant)
     for t in boxes:
         seeds = by_variant[html.unescape(t["name"])]
@@ -427,7 +427,7 @@ def test_the_index_lists_every_study_with_its_trials_base_and_best_row(site):
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
     values = {r.data.tags["variant"]: [] for r in _finished(workdir, "mix")}
     for r in _finished(workdir, "mix"):
-        values[r.data.tags["variant"]].append(r.data.metrics["val_ppl"])
+        values[r.data.tags["variant"]].append(r.data.metrics["test_ppl"])
     best = min(values, key=lambda v: sum(values[v]) / len(values[v]))
     assert re.fullmatch(r"\d{4}-\d\d-\d\d", cells[0]) and cells[1:4] == ["4", "6", "2"]
     assert cells[4] == "FoX (Pro)" and cells[5] == f"{html.escape(best)} ({sum(values[best]) / len(values[best]):.3f})"
@@ -441,8 +441,8 @@ def test_two_studies_side_by_side(site):
     workdir, _ = site
     proc = wb("results", "quickstart", "mix", "--workdir", workdir)
     assert proc.returncode == 0, proc.stderr
-    a = [r.data.metrics["val_ppl"] for r in _finished(workdir, "quickstart") if r.data.tags["variant"] == "FoX (Pro)"]
-    b = [r.data.metrics["val_ppl"] for r in _finished(workdir, "mix") if r.data.tags["variant"] == "FoX (Pro)"]
+    a = [r.data.metrics["test_ppl"] for r in _finished(workdir, "quickstart") if r.data.tags["variant"] == "FoX (Pro)"]
+    b = [r.data.metrics["test_ppl"] for r in _finished(workdir, "mix") if r.data.tags["variant"] == "FoX (Pro)"]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("FoX (Pro) "))
     test = sps.ttest_ind(b, a, equal_var=False)
     low, high = test.confidence_interval(0.95)

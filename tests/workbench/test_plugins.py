@@ -68,6 +68,20 @@ def test_a_trial_records_the_plugins_it_uses(tmp_path):
     assert "plugins" not in tags["FoX (Pro)"]  # built-in kinds only
     result = json.loads(next((tmp_path / "w" / "trials").glob(f"{tags['L2 QK-norm']['spec_hash']}/result.json")).read_text())
     assert result["versions"]["plugins"] == {"wb-l2norm": {"version": "0.1", "kinds": ["qk_norm=l2norm"]}}
+    assert result["versions"]["components"] == tags["L2 QK-norm"]["components_source"]
+    # The plug-in's forward changes after the run: its trial is stale, the built-in one is not.
+    source = tmp_path / "wb_l2norm.py"
+    source.write_text(source.read_text() + "\n# a changed forward would go here\n")
+    dry = wb("run", study, "--workdir", tmp_path / "w", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    lines = {line.split()[0] + " " + line.split()[1]: line for line in dry.stdout.splitlines() if line.startswith(("FoX", "L2"))}
+    assert "done, stale: its components' sources (" in lines["L2 QK-norm"] and "wb_l2norm.py" in lines["L2 QK-norm"]
+    assert lines["FoX (Pro)"].rstrip().endswith("done")
+    assert "--rerun stale` runs them again" in dry.stdout
+    table = wb("results", study, "--workdir", tmp_path / "w", env=env)
+    assert table.returncode == 0 and "stale: 1 finished trial(s) of L2 QK-norm" in table.stdout, table.stdout[-2000:]
+    again = wb("run", study, "--workdir", tmp_path / "w", "--dry-run", "--rerun", "stale", env=env)
+    assert f"{tags['L2 QK-norm']['spec_hash']}" in again.stdout.splitlines()[-1] and tags["FoX (Pro)"]["spec_hash"] not in again.stdout.splitlines()[-1]
 
 
 def test_the_readmes_minimal_plugin_package_works(tmp_path):

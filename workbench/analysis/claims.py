@@ -24,18 +24,18 @@ import json
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
-from foxwb.workbench.analysis import stats, table
+from foxwb.workbench.analysis import doc_interval, stats, table
 
 DEFAULT_SESOI = 0.01  # 1% in perplexity: the margin of a default claim
 VERDICTS = ("better", "worse", "equivalent", "inconclusive")
-LOSSES = ("test_loss", "val_loss")  # the table's basis, first found first
 # How a verdict is decided, as `wb results` and the dashboard state it under the verdict table.
 RULE = ("equivalent where two one-sided tests put the mean loss difference within +-log(1 + sesoi) (p equiv < "
         "alpha); else better (lower loss) or worse where it differs from 0 (p < alpha); else inconclusive. "
-        "delta ppl: exp(delta loss) - 1. Intervals and tests are over seeds only: the sampling of the evaluation "
-        "documents is not in them yet")
+        "delta ppl: exp(delta loss) - 1. Intervals and tests take seeds and test documents as samples (docs/statistics.md, "
+        "\"Seeds and documents\") where both rows record per-document test losses; else seeds alone (interval: seeds)")
 
 
 @dataclass(frozen=True)
@@ -60,16 +60,12 @@ def declared(study=None, tags: dict | None = None) -> list[Claim]:
 
 
 def loss_metric(runs: pl.DataFrame) -> str | None:
-    """The loss the verdicts read: ``test_loss`` where every finished run (not stopped early)
-    records it, else ``val_loss`` where any does; None where neither is recorded."""
-    if runs.is_empty():
+    """The loss the verdicts read: the table's (foxwb.workbench.analysis.table.report_metric); None
+    where no finished run records a loss."""
+    metric = table.report_metric(runs, "loss")
+    if runs.is_empty() or metric not in runs.columns or runs[metric].drop_nulls().len() == 0:
         return None
-    done = table.normalise(runs).filter((pl.col("status") == "FINISHED") & ~pl.col("stopped_early"))
-    for metric in LOSSES:
-        if metric in done.columns and done.height and done[metric].drop_nulls().len() > 0:
-            if metric != "test_loss" or done[metric].null_count() == 0:
-                return metric
-    return None
+    return metric
 
 
 def default_claims(runs: pl.DataFrame, info: table.StudyInfo, metric: str) -> list[Claim]:
@@ -103,7 +99,8 @@ def study_claims(runs: pl.DataFrame, info: table.StudyInfo, claims: list[Claim] 
     frame = table.with_confirmation_rows(table.normalise(runs), info)
     variants = dict(frame.select("row", "variant").unique(keep="first").iter_rows())
     best = {} if info.confirm_seeds or info.design_kind in ("crossed", "scaling") else table.best_rows(table.normalise(runs))
-    out = [judge(c, values, variants, best, info, metric) for c in claims]
+    docs = _documents(frame) if metric == "test_loss" else {}
+    out = [judge(c, values, variants, best, info, metric, docs) for c in claims]
     for family, raw in (("p_value", "p_value_raw"), ("p_equivalence", "p_equivalence_raw")):
         for record, adjusted in zip(out, _holm_distinct(out, raw, values) if holm else [r[raw] for r in out]):
             record[family] = adjusted
@@ -127,7 +124,7 @@ def verdict(delta_loss: float | None, p_value: float | None, p_equivalence: floa
 
 
 def judge(claim: Claim, values: dict[str, dict[int, float]], variants: dict[str, str], best: dict[str, str],
-          info: table.StudyInfo, metric: str) -> dict:
+          info: table.StudyInfo, metric: str, docs: dict | None = None) -> dict:
     """One claim's statistics before adjustment: its rows (a row by its name, or in a search without a
     confirmation a variant's best row), the difference of the losses and its CI, the two-sided p, TOST's p."""
     margin = stats.loss_effect_of_ppl_fraction(claim.sesoi)
@@ -138,7 +135,8 @@ def judge(claim: Claim, values: dict[str, dict[int, float]], variants: dict[str,
               "delta": None, "ci95": None, "delta_loss": None, "ci95_loss": None, "p_value": None, "p_equivalence": None,
               "p_value_raw": None, "p_equivalence_raw": None, "n_seeds": 0, "sesoi": claim.sesoi, "margin_loss": margin,
               "metric": metric, "test": "welch" if welch else "paired", "default": claim.default,
-              "seeds_a": list(a), "seeds_b": list(b), "note": _rows_note(claim, a_row, b_row)}
+              "seeds_a": list(a), "seeds_b": list(b), "note": _rows_note(claim, a_row, b_row), "interval": "seeds",
+              "n_documents": None, "share_documents": None}
     if not a or not b:
         missing = [n for n, v in ((claim.a, a), (claim.b, b)) if not v]
         record["note"] = _join(record["note"], "no finished seeds of " + " and ".join(repr(m) for m in missing))
@@ -151,7 +149,12 @@ def judge(claim: Claim, values: dict[str, dict[int, float]], variants: dict[str,
         pr = stats.paired(a, b)
         eq = stats.tost_paired(a, b, margin)
         delta, half, p, n = pr.delta, pr.half_width, pr.p, pr.n
-        record["seeds_a"] = record["seeds_b"] = [s for s in a if s in b]
+        record["seeds_a"] = record["seeds_b"] = shared = [s for s in a if s in b]
+        crossed = _by_document(docs or {}, a_row, b_row, shared)
+        if crossed is not None and crossed.half_width is not None:
+            delta, half, p = crossed.delta, crossed.half_width, crossed.p
+            eq = stats.tost_summary(crossed.delta, crossed.se, crossed.df, margin)
+            record.update(interval="seeds x documents", n_documents=crossed.n_docs, share_documents=crossed.share_docs)
     record.update(delta_loss=delta, p_value_raw=p, p_equivalence_raw=eq.p, n_seeds=n,
                   delta=None if delta is None else math.expm1(delta))
     if half is not None:
@@ -160,6 +163,29 @@ def judge(claim: Claim, values: dict[str, dict[int, float]], variants: dict[str,
     if n < 2:
         record["note"] = _join(record["note"], f"{n} seed{'s' if n != 1 else ''} {'shared' if not welch else 'on a side'}: no test")
     return record
+
+
+def _documents(frame: pl.DataFrame) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray, str]]:
+    """(row, seed) -> (per-document mean test loss, scored tokens, the test set's digest), from the
+    runs that recorded them (foxwb.workbench.analysis.runs.with_test_documents)."""
+    if "test_doc_loss" not in frame.columns:
+        return {}
+    done = frame.filter((pl.col("status") == "FINISHED") & ~pl.col("stopped_early") & pl.col("test_doc_loss").is_not_null())
+    out = {}
+    for r in done.select("row", "seed", "test_doc_loss", "test_doc_tokens", "test_digest").iter_rows(named=True):
+        out.setdefault((r["row"], r["seed"]), (np.asarray(r["test_doc_loss"]), np.asarray(r["test_doc_tokens"]), r["test_digest"]))
+    return out
+
+
+def _by_document(docs: dict, a_row: str | None, b_row: str | None, seeds: list[int]) -> doc_interval.DocInterval | None:
+    """The seed x document interval of A - B where both rows have every shared seed's per-document
+    losses on one test set; None otherwise (the seeds-only interval stands)."""
+    cells = [(docs.get((a_row, s)), docs.get((b_row, s))) for s in seeds]
+    if len(cells) < 2 or not all(x is not None and y is not None for x, y in cells):
+        return None
+    if len({c[2] for pair in cells for c in pair}) != 1 or len({len(c[0]) for pair in cells for c in pair}) != 1:
+        return None
+    return doc_interval.crossed(np.stack([x[0] - y[0] for x, y in cells]), cells[0][0][1])
 
 
 def _row(name: str, values: dict, best: dict) -> str | None:

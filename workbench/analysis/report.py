@@ -38,8 +38,9 @@ def _p_cell(p, alpha: float) -> str:
     return "" if p is None else f"{p:.3g}{'*' if p < alpha else ''}"
 
 
-def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = False) -> list[str]:
-    """The table as text lines: a header naming the base, the columns, then the footnotes."""
+def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = False, split: str | None = None) -> list[str]:
+    """The table as text lines: a header naming the base (and ``split``: the documents the metric
+    was read on), the columns, then the footnotes."""
     search = (table["search_point"] != "").any() if table.height else False
     # Trials of more than one worker (Ray Train): how many, per row; one-process studies show no column.
     several = table.height > 0 and any(w not in (None, "1") for w in table["workers"].to_list())
@@ -67,7 +68,7 @@ def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = 
     text = ["  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]).rstrip()
             for line in lines]
     return [f"study {info.name!r}: {metric}, mean and 95% CI (Student t) over seeds; base {info.base!r} ({info.base_from}); "
-            f"alpha {info.alpha:g}"] + text + footnotes(table, info, holm, search, chosen)
+            f"alpha {info.alpha:g}"] + ([f"  {split}"] if split else []) + text + footnotes(table, info, holm, search, chosen)
 
 
 def chosen_note(info: StudyInfo) -> str:
@@ -316,6 +317,8 @@ def claim_lines(claims: list[dict], alpha: float) -> list[str]:
     for c in claims:
         ci = f"[{_pct(c['ci95'][0])}, {_pct(c['ci95'][1])}]" if c["ci95"] else ("n/a" if c["n_seeds"] else "")
         n = f"W {len(c['seeds_a'])} & {len(c['seeds_b'])}" if c["test"] == "welch" else str(c["n_seeds"])
+        if c.get("interval") == "seeds x documents":
+            n += f" x {c['n_documents']}d"
         head.append([c["name"], f"{c['a_row'] or c['a']} vs {c['b_row'] or c['b']}", c["verdict"], _pct(c["delta"]),
                      _num(c["delta_loss"], "+.4f"), ci, _p_claim(c["p_value"], alpha), _p_claim(c["p_equivalence"], alpha),
                      n, f"{100 * c['sesoi']:g}%"])
@@ -324,9 +327,12 @@ def claim_lines(claims: list[dict], alpha: float) -> list[str]:
     text = ["  " + "  ".join([line[0].ljust(widths[0]), line[1].ljust(widths[1]), line[2].ljust(widths[2])]
                              + [v.rjust(w) for v, w in zip(line[3:], widths[3:])]).rstrip() for line in head]
     metric = c0["metric"]
-    basis = "the test split" if metric == "test_loss" else "the held-out split the runs validate on (test_loss where every run records it)"
+    basis = "the test split" if metric == "test_loss" else "the select split (these runs predate the test split)"
     family = f"Holm-adjusted over the {len(claims)} claims, differences and equivalences apart" if adjusted else "unadjusted"
-    lines = [f"claims: A against B on {metric}, {basis}; per-seed differences A - B (paired by seed; W: Welch's, unpaired); "
+    crossed = [c for c in claims if c.get("interval") == "seeds x documents"]
+    pairing = ("paired by seed and test document, both as samples" if len(crossed) == len(claims) else
+               "paired by seed, and by test document where n counts documents (x Nd)" if crossed else "paired by seed")
+    lines = [f"claims: A against B on {metric}, {basis}; differences A - B ({pairing}; W: Welch's, unpaired); "
              f"alpha {alpha:g}; p and p equiv {family}"] + text
     lines.append(f"verdict: {RULE} (docs/statistics.md); p below 1e-6 is shown as <1e-6 (the t tail is not "
                  "trusted that far out; the JSON keeps the number)")

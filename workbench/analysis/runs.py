@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from foxwb.workbench.analysis.table import normalise
-from foxwb.workbench.run.tracking import KIND, Store, local_tracking_uri, open_store, quote
+from foxwb.workbench.run.tracking import KIND, TEST_DOCUMENTS, Store, local_tracking_uri, open_store, quote
 from foxwb.workbench.train import layout
 
 
@@ -63,6 +63,7 @@ def trial_runs(workdir: Path, study: str, experiment: str | None = None, trackin
                "status": r.info.status, "error": r.data.tags.get("error", ""), "start_time": int(r.info.start_time or 0),
                "stopped_early": r.data.tags.get("stopped_early") == "true", "alias_of": None,
                "workers": int(r.data.tags.get("workers", "1")),  # processes the trial trained on (Ray Train)
+               "components_source": r.data.tags.get("components_source"),  # foxwb.components.sources
                **{f"slot.{k.split('.')[2]}": v for k, v in r.data.params.items()
                   if k.startswith("model.attention.") and k.endswith(".kind")},
                **{k: float(v) for k, v in r.data.metrics.items()}}
@@ -125,6 +126,20 @@ def histories(store: Store, runs: list, metric: str = "val_loss") -> pl.DataFram
 def per_position(store: Store, runs: list) -> dict[str, dict]:
     """run_id -> {"per_position_loss": [...], "ppl_at_length": {...}} from the run's artifact."""
     return _artifacts(store, runs, "per_position_loss.json")
+
+
+def with_test_documents(store: Store, frame: pl.DataFrame, runs: list) -> pl.DataFrame:
+    """``frame`` with each finished run's per-document test losses from its artifact (the seed x
+    document interval, docs/statistics.md): ``test_digest``, ``test_doc_loss`` and
+    ``test_doc_tokens`` (lists); null for a run without them (one from before the test split)."""
+    found = _artifacts(store, [r for r in runs if r.info.status == "FINISHED"], TEST_DOCUMENTS)
+    if frame.is_empty() or not found:
+        return frame
+    extra = pl.DataFrame([{"run_id": k, "test_digest": v.get("digest"), "test_doc_loss": v["doc_loss"],
+                           "test_doc_tokens": v["doc_tokens"]} for k, v in found.items()],
+                         schema={"run_id": pl.String, "test_digest": pl.String, "test_doc_loss": pl.List(pl.Float64),
+                                 "test_doc_tokens": pl.List(pl.Int64)})
+    return frame.join(extra, on="run_id", how="left")
 
 
 def kept_per_head(store: Store, runs: list) -> dict[str, dict]:

@@ -28,6 +28,7 @@ from foxwb.components.registry import ATTENTION_SLOTS
 from foxwb.workbench.analysis import stats
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.presets import PRESETS
+from foxwb.workbench.spec.trial import DEFAULT_MIN_TEST_TOKENS
 from foxwb.workbench.spec.study import axis_labels, base_variant, expand, own_seeds, variant_names, welch_variants
 
 # ``comparison`` of a row: it is the base; compared with the base's row; in a search, with the
@@ -210,6 +211,50 @@ def normalise(runs: pl.DataFrame) -> pl.DataFrame:
     return runs.with_columns(pl.when(pl.col("search_point") != "")
                              .then(pl.format("{} [{}]", "variant", "search_point"))
                              .otherwise(pl.col("variant")).alias("row"))
+
+
+def report_metric(runs: pl.DataFrame, scale: str = "ppl") -> str:
+    """What the table reports (docs/trials-and-data.md, "Three splits"): ``test_<scale>`` (``ppl`` or
+    ``loss``) where every finished run not stopped early records it, else ``val_<scale>`` (the
+    select split: runs that predate the test split)."""
+    test = f"test_{scale}"
+    if not runs.is_empty() and test in runs.columns:
+        done = normalise(runs).filter((pl.col("status") == "FINISHED") & ~pl.col("stopped_early"))
+        if done.height and done[test].null_count() == 0:
+            return test
+    return f"val_{scale}"
+
+
+def split_note(runs: pl.DataFrame, metric: str) -> str | None:
+    """Which documents ``metric`` was read on, for the line under a table's title: the test set's
+    size per trial, or why the table falls back to the select split."""
+    done = normalise(runs).filter((pl.col("status") == "FINISHED") & ~pl.col("stopped_early")) if not runs.is_empty() else runs
+    if metric.startswith("test_") and "test_tokens" in done.columns and done.height:
+        tokens, docs = done["test_tokens"].drop_nulls(), done["test_documents"].drop_nulls() if "test_documents" in done.columns else None
+        size = f"{int(tokens.min()):,}" if tokens.min() == tokens.max() else f"{int(tokens.min()):,} to {int(tokens.max()):,}"
+        of = f" in {int(docs.min())} documents" if docs is not None and docs.len() and docs.min() == docs.max() else ""
+        return (f"{metric} is read on the test split, once, after training: {size} scored tokens{of} per trial "
+                "(choices read val_loss, on the select split: docs/trials-and-data.md, \"Three splits\")")
+    if metric.startswith("val_"):
+        missing = done.height - (done["test_loss"].drop_nulls().len() if "test_loss" in done.columns else 0)
+        if done.height and missing:
+            return (f"{metric} is read on the select split, the documents the choices read: {missing} of {done.height} "
+                    "finished runs record no test set (they predate the test split); rerun them to report on test")
+    return None
+
+
+def small_test_sets(runs: pl.DataFrame) -> str | None:
+    """A loud line where a finished run was scored on fewer test tokens than the workbench's default
+    minimum (its study lowered eval.min_test_tokens): a verdict resting on it is weak."""
+    if runs.is_empty() or "test_tokens" not in runs.columns:
+        return None
+    done = normalise(runs).filter((pl.col("status") == "FINISHED") & pl.col("test_tokens").is_not_null())
+    small = done.filter(pl.col("test_tokens") < DEFAULT_MIN_TEST_TOKENS)
+    if small.is_empty():
+        return None
+    return (f"warning: {small.height} of {done.height} finished runs were scored on fewer test tokens than "
+            f"{DEFAULT_MIN_TEST_TOKENS:,} (fewest: {int(small['test_tokens'].min()):,}; the study lowered "
+            "eval.min_test_tokens): their verdicts rest on a small test set")
 
 
 def row_seed_values(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl") -> dict[str, dict[int, float]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from foxwb.workbench.analysis import report, runs as results, status, table
 from foxwb.workbench.cli.study_runs import check_metric, results_of
+from foxwb.workbench.data import test_check
 from foxwb.workbench.run import live_view, rerun
 from foxwb.workbench.run.confirm import choose, confirmation_trials, edge_note
 from foxwb.workbench.run.runner import no_gpu_here, optuna_draws_done, to_run
@@ -39,6 +40,7 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
         parts.append(f"{drawn} of {sum(t.optuna_samples for t in optuna)} optuna draws finished")
     parts = ", ".join(p for p in parts if p)
     print(f"study {study.name!r}: {live_view.count(len(trials), 'trial')}, {done} done" + (f" ({parts})" if parts else ""))
+    stale = rerun.stale_trials(trials, runs)  # components' sources changed since they ran
     names = [t.row for t in trials]
     width = max(len("variant"), *map(len, names))
     print(f"{'variant':<{width}} {'seed':>4}  {'spec hash':<16}  {'params':>12}  {'tokens':>13}  {'train FLOPs':>11}  status")
@@ -48,6 +50,8 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
             "done (stopped early by ASHA)" if s.state == "stopped" else s.state
         if s is not None and s.state in ("running", "stalled", "failed", "killed") and s.detail:
             text += f": {s.detail}"
+        if t.spec_hash in stale and text == "done":
+            text = f"done, {stale[t.spec_hash]}"
         if t.optuna_samples:
             text = f"optuna search of {t.optuna_samples} draws"
         also = f"  (also: {', '.join(t.aliases)})" if t.aliases else ""
@@ -57,6 +61,11 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
               f"{tokens:>13,}  {flops:>11.3g}  {text}{also}")
     for note in schedule_notes(trials):
         print(f"note: {note}")
+    if stale:
+        print(f"note: {live_view.count(len(stale), 'finished trial')} ran with component code that has changed since "
+              f"(docs/models.md, \"Stale results\"): `wb run {args.study} --rerun stale` runs them again")
+    for line in test_check.lines(test_check.check_trials(trials)):  # docs/trials-and-data.md, "Three splits"
+        print(line)
     if done < len(trials) and getattr(args, "ray_address", None) is None:
         if no_gpu_here(study):  # what runner.check_gpus refuses a local run for
             print(f"note: the study asks resources.gpu={study.resources.gpu} a trial and this machine has no GPU: "
@@ -112,6 +121,7 @@ def plan_seeds(study, args: argparse.Namespace) -> None:
     if runs.is_empty() or not (runs["status"] == "FINISHED").any():
         print(f"\n--effect {args.effect}: no finished pilot runs of {study.name!r} to measure the seeds' spread from")
         return
+    args.metric = args.metric or table.report_metric(runs)
     check_metric(runs, args.metric)
     info = table.study_info(study.name, runs, study, tags, args.base)
     print()

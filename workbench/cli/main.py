@@ -95,7 +95,8 @@ def parser() -> argparse.ArgumentParser:
                    help="take the study over from a driver whose heartbeat stopped (refused while it is fresh)")
     p.add_argument("--rerun", action="append", metavar="SELECTOR",
                    help="run these trials again from scratch, deleting their tracked runs and checkpoints: "
-                        "'failed', a variant name, or a spec hash or its prefix (repeatable)")
+                        "'failed', 'stale' (component code changed since they ran), a variant name, or a spec hash or "
+                        "its prefix (repeatable)")
     p.add_argument("--gpu-sample-seconds", type=float, default=5.0,
                    help="sample each trial's GPU (utilisation, memory, power) this often; 0: never (default 5)")
     p.add_argument("--progress-seconds", type=float, default=10.0,
@@ -111,8 +112,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("study", nargs="+", help="the study's YAML file or its name; two of them: their shared rows side by side")
     store_options(p)
     p.add_argument("--base", help="the variant deltas are taken against (default: the design's base)")
-    p.add_argument("--metric", default="val_ppl",
-                   help="a final metric of the trials (default val_ppl; e.g. val_loss, tokens_per_s, mfu)")
+    p.add_argument("--metric",
+                   help="a final metric of the trials (default test_ppl, the test split's, or val_ppl where the runs "
+                        "predate it; e.g. test_loss, val_ppl, tokens_per_s, mfu)")
     p.add_argument("--holm", action="store_true",
                    help="adjust the rows' paired p-values for the many comparisons (Holm-Bonferroni)")
     p.add_argument("--format", choices=["table", "csv", "parquet", "json"], default="table",

@@ -8,6 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from foxwb.components import sources
 from foxwb.workbench.analysis import export, fairness, report, table
 from foxwb.workbench.analysis import runs as results
 from foxwb.workbench.analysis.claims import declared, study_claims
@@ -15,6 +16,7 @@ from foxwb.workbench.analysis.effects import effects, grid_effects
 from foxwb.workbench.analysis.scaling.laws import study_fits
 from foxwb.workbench.cli.study_runs import check_metric, no_trials, results_of
 from foxwb.workbench.spec.errors import SpecError
+from foxwb.workbench.spec.study import expand
 
 
 def command(args: argparse.Namespace) -> int:
@@ -26,13 +28,17 @@ def command(args: argparse.Namespace) -> int:
     for name, _, runs, _ in loaded:
         if runs.is_empty():  # nothing there to read: an error of what was asked, code 2 as in `wb status`
             raise SpecError(no_trials(name, args))
+    # The test split's perplexity where every study's runs record it (docs/trials-and-data.md, "Three splits").
+    args.metric = args.metric or min(table.report_metric(runs) for _, _, runs, _ in loaded)
+    for _, _, runs, _ in loaded:
         check_metric(runs, args.metric)
     if len(loaded) == 2:
         return compare(args, loaded)
     name, study, runs, tags = loaded[0]
     info = table.study_info(name, runs, study, tags, args.base)
     rows = table.study_table(runs, info, args.metric)
-    about = {"study": name, "metric": args.metric, "base": info.base, "base_from": info.base_from,
+    about = {"study": name, "metric": args.metric, "metric_split": table.split_note(runs, args.metric),
+             "small_test_sets": table.small_test_sets(runs), "base": info.base, "base_from": info.base_from,
              "alpha": info.alpha, "holm": args.holm, "seeds": info.seeds}
     if info.variant_seeds:
         about["variant_seeds"] = info.variant_seeds
@@ -45,8 +51,15 @@ def command(args: argparse.Namespace) -> int:
     elif info.design_kind == "grid" and info.grid_axes:
         about["effects"] = grid_effects(runs, info.grid_axes, args.metric)
     about["fairness"] = fairness_of(args, name, study, runs, tags)  # after the table (docs/results.md)
+    about["stale"] = stale_of(study, runs)
     if args.format == "table":
-        lines = report.claim_lines(about["claims"], info.alpha) + report.table_lines(rows, info, args.metric, args.holm)
+        loud = [about["small_test_sets"]] if about["small_test_sets"] else []
+        if about["stale"]:
+            rows_named = sorted({r for r, _ in about["stale"].values()})
+            loud.append(f"stale: {len(about['stale'])} finished trial(s) of {', '.join(rows_named)} ran with component code "
+                        f"changed since (docs/models.md, \"Stale results\"): `wb run {args.study[0]} --rerun stale`")
+        lines = (loud + report.claim_lines(about["claims"], info.alpha)
+                 + report.table_lines(rows, info, args.metric, args.holm, about["metric_split"]))
         if info.design_kind == "scaling":
             lines += report.fit_lines(about)
         lines += report.effect_lines(about)
@@ -55,6 +68,21 @@ def command(args: argparse.Namespace) -> int:
     else:
         export.write(rows, args.format, args.out, about)
     return 0
+
+
+def stale_of(study, runs) -> dict[str, tuple[str, str]]:
+    """spec hash -> (row, why) of each finished trial of the study file whose components' sources
+    changed since it ran; {} without the file (the components are the file's) or the digests."""
+    if study is None or runs.is_empty() or "components_source" not in runs.columns:
+        return {}
+    done = runs.filter(runs["status"] == "FINISHED")
+    recorded = dict(zip(done["spec_hash"].to_list(), done["components_source"].to_list()))
+    out = {}
+    for t in expand(study):
+        why = sources.stale(t.spec.model.components(), recorded.get(t.spec_hash))
+        if why:
+            out[t.spec_hash] = (t.row, why)
+    return out
 
 
 def compare(args: argparse.Namespace, loaded) -> int:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from foxwb.workbench.data import test_check
 from foxwb.workbench.run.runner import run_study
 from foxwb.workbench.run.summary import report as report_run
 from foxwb.workbench.spec.errors import SpecError
-from foxwb.workbench.spec.study import load_study
+from foxwb.workbench.spec.study import expand, load_study
 from foxwb.workbench.train import faults
 from foxwb.workbench.train.telemetry import Telemetry
 
@@ -22,13 +23,13 @@ def command(args: argparse.Namespace) -> int:
     study = load_study(args.study)
     workdir = Path(args.workdir)
     if args.dry_run:
-        args.metric = args.metric or "val_ppl"
         # The dry run reads the store through the analysis stage, which needs polars; `wb run` itself
         # must not import it: the GPU machine runs studies without polars or plotly installed.
         from foxwb.workbench.cli.dry_run import dry_run
 
         return dry_run(study, workdir, args)
     faults.check_store(workdir)
+    test_check.refuse(test_check.check_trials(expand(study)))  # a test split too small: refused before a trial starts
     again = f"wb run {args.study} --workdir {args.workdir}"
     run = run_study(study, workdir, ray_address=args.ray_address, tracking_uri=args.tracking_uri,
                     max_concurrent=args.max_concurrent, telemetry=Telemetry(period_s=args.gpu_sample_seconds),

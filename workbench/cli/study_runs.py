@@ -25,7 +25,9 @@ def results_of(target: str, args: argparse.Namespace):
     if store is None:
         return name, study, pl.DataFrame(), {}
     parent = results.study_parent(store, name)
-    runs = results.trial_runs(Path(args.workdir), name, runs=results.all_runs(store, name))
+    tracked = results.all_runs(store, name)
+    runs = results.trial_runs(Path(args.workdir), name, runs=tracked)
+    runs = results.with_test_documents(store, runs, tracked)  # for the claims' seed x document interval
     if study is not None:
         runs, renamed = results.as_planned(runs, expand(study))
         for old, new in renamed.items():

@@ -70,12 +70,16 @@ def command(args: argparse.Namespace) -> int:
             raise
     rate = f"{result['tokens_per_s']:,.0f} tokens/s" if result["tokens_per_s"] else "n/a"
     mfu = f", MFU {100 * result['mfu']:.1f}%" if result["mfu"] else ""
-    print(f"val_loss {result['val_loss']:.4f} nats/token (ppl {result['val_ppl']:.3f}); unigram entropy "
-          f"{result['unigram_entropy']:.4f}; {rate}{mfu}; {result['n_params']:,} params")
+    if result.get("test_loss") is not None:
+        print(f"test_loss {result['test_loss']:.4f} nats/token (ppl {result['test_ppl']:.3f}) on {result['test_tokens']:,} "
+              f"test tokens, {result['test_documents']} documents; val_loss {result['val_loss']:.4f} on the select split")
+    else:
+        print(f"val_loss {result['val_loss']:.4f} nats/token (ppl {result['val_ppl']:.3f})")
+    print(f"unigram entropy {result['unigram_entropy']:.4f}; {rate}{mfu}; {result['n_params']:,} params")
     for length, ppl in result["ppl_at_length"].items():
         print(f"  P({length}) = {ppl:.3f}")
     if result.get("eval_sequences", 0) < result.get("eval_sequences_asked", 0):
-        print(f"note: validated on {result['eval_sequences']} of the {result['eval_sequences_asked']} held-out sequences "
+        print(f"note: validated on {result['eval_sequences']} of the {result['eval_sequences_asked']} select-split sequences "
               f"eval.sequences asks: {FEWER_SEQUENCES}")
     print(f"wrote {out / 'result.json'}")
     return 0

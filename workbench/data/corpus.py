@@ -12,19 +12,17 @@ from __future__ import annotations
 import hashlib
 import platform
 import sysconfig
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from foxwb.workbench.data.batch import IGNORE, Batch, doc_lengths
+from foxwb.workbench.data import held_out
 from foxwb.workbench.data.tokenizer import FileTokenizer
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.trial import CorpusData, MQARData, TokenData
-
-IGNORE = -100  # target id that the loss skips
-
 
 class ByteTokenizer:
     vocab_size = 256
@@ -54,23 +52,13 @@ class BPETokenizer:
         return self._tok.decode([int(i) for i in ids])
 
 
-@dataclass
-class Batch:
-    x: torch.Tensor  # (B, T) long inputs
-    y: torch.Tensor  # (B, T) long targets, IGNORE where no loss
-
-
-def doc_lengths(docs) -> np.ndarray:
-    """Tokens per document; memory-mapped documents (foxwb.workbench.data.documents) tell without a pass."""
-    lengths = getattr(docs, "lengths", None)
-    return lengths() if callable(lengths) else np.array([len(d) for d in docs], dtype=np.int64)
-
-
 class DocumentData:
-    """Documents as int64 arrays; training windows anywhere inside a long-enough document."""
+    """Documents as int64 arrays; training windows anywhere inside a long-enough document; the
+    held-out documents as the select and test splits (foxwb.workbench.data.held_out)."""
 
     def __init__(self, train_docs, val_docs, context: int, vocab_size: int, tokenizer=None, source="data"):
-        self.train_docs, self.val_docs = train_docs, val_docs
+        self.train_docs, self.val_docs = train_docs, val_docs  # val_docs: every held-out document
+        self.select_docs, self.test_docs = held_out.halves(val_docs)
         self.context, self.vocab_size, self.tokenizer = context, vocab_size, tokenizer
         self.info: dict = {}  # what the result states about the data (split, tokenizer)
         lengths = doc_lengths(train_docs)
@@ -82,10 +70,11 @@ class DocumentData:
                 f"data.context={context} is longer than every training document (longest: "
                 f"{lengths.max()} tokens); lower data.context or use longer documents"
             )
-        if not (doc_lengths(val_docs) > context).any():
+        if not (doc_lengths(self.select_docs) > context).any():
             raise SpecError(
-                f"data: no held-out document is longer than data.context={context} "
-                f"({len(val_docs)} held-out documents); add documents or raise data.val_fraction"
+                f"data: no document of the select split is longer than data.context={context} "
+                f"({len(self.select_docs)} select documents of {len(val_docs)} held out; the select split "
+                "is every other held-out document: docs/trials-and-data.md, \"Three splits\"); add documents or raise data.val_fraction"
             )
         # The tokens training can see: a window lies inside a document longer than the context.
         self.train_tokens_available = int(lengths[self._eligible].sum())
@@ -102,21 +91,28 @@ class DocumentData:
         seq = torch.from_numpy(np.stack(rows).astype(np.int64))
         return Batch(seq[:, :-1], seq[:, 1:])
 
-    def eval_batches(self, length: int, sequences: int, batch_size: int) -> list[Batch]:
-        """The first ``length`` + 1 tokens of the first ``sequences`` held-out documents that long."""
-        rows = [d[: length + 1] for d in self.val_docs if len(d) > length][:sequences]
+    def eval_batches(self, length: int, sequences: int, batch_size: int, split: str = held_out.SELECT) -> list[Batch]:
+        """The first ``length`` + 1 tokens of the first ``sequences`` documents of ``split`` (select
+        or test) that long."""
+        docs = self.test_docs if split == held_out.TEST else self.select_docs
+        picks = np.flatnonzero(doc_lengths(docs) > length)[:sequences]
+        rows = [np.asarray(docs[int(i)][: length + 1], dtype=np.int64) for i in picks]
         out = []
         for i in range(0, len(rows), batch_size):
-            seq = torch.from_numpy(np.stack(rows[i : i + batch_size]).astype(np.int64))
+            seq = torch.from_numpy(np.stack(rows[i : i + batch_size]))
             out.append(Batch(seq[:, :-1], seq[:, 1:]))
         return out
 
+    def test_set(self, asked: int) -> held_out.TestSet:
+        return held_out.test_set(self.test_docs, asked)
+
     def val_tokens(self) -> np.ndarray:
-        return np.concatenate(self.val_docs) if self.val_docs else np.zeros(0, dtype=np.int64)
+        return np.concatenate(list(self.val_docs)) if len(self.val_docs) else np.zeros(0, dtype=np.int64)
 
 
 class MQARTask:
-    """Fixed train and validation sets of MQAR sequences (keys [0, n_keys), values after them)."""
+    """Fixed train, select and test sets of MQAR sequences (keys [0, n_keys), values after them); the
+    select and test sets hold ``n_val`` sequences each."""
 
     def __init__(self, spec: MQARData, seed: int):
         self.spec = spec
@@ -125,7 +121,8 @@ class MQARTask:
         self.tokenizer = None
         self._train = self._make(spec.n_train, np.random.default_rng([seed, 1]))
         self.train_tokens_available = int(self._train[0].size)  # a fixed training set
-        self._val = self._make(spec.n_val, np.random.default_rng([seed, 2]))
+        self._val = self._make(spec.n_val, np.random.default_rng([seed, 2]))  # the select split
+        self._test = self._make(spec.n_val, np.random.default_rng([seed, 3]))
 
     def _make(self, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
         s = self.spec
@@ -148,11 +145,12 @@ class MQARTask:
         idx = np.random.default_rng([seed, step, micro]).integers(0, len(self._train[0]), size=batch_size)
         return self._batch(self._train, idx)
 
-    def eval_batches(self, length: int, sequences: int, batch_size: int) -> list[Batch]:
+    def eval_batches(self, length: int, sequences: int, batch_size: int, split: str = held_out.SELECT) -> list[Batch]:
         if length != self.context:
             return []  # MQAR sequences have one length
-        n = min(sequences, len(self._val[0]))
-        return [self._batch(self._val, np.arange(i, min(i + batch_size, n))) for i in range(0, n, batch_size)]
+        data = self._test if split == held_out.TEST else self._val
+        n = min(sequences, len(data[0]))
+        return [self._batch(data, np.arange(i, min(i + batch_size, n))) for i in range(0, n, batch_size)]
 
     def val_tokens(self) -> np.ndarray:
         x, y = self._val

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import torch
 
-from foxwb.workbench.data.corpus import Batch, ByteTokenizer, DocumentData
+from foxwb.workbench.data.corpus import ByteTokenizer, DocumentData
 from foxwb.workbench.spec.data import DEFAULT_VAL_FRACTION, DatasetData, HFTokenizerSpec, ShardData, TableData
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.data.tables import dataset_batches, dataset_files, documents, file_batches, open_dataset, suffixes
@@ -79,16 +78,6 @@ class SourceData(DocumentData):
     def __init__(self, train: FlatDocs, val: FlatDocs, context: int, vocab_size: int, tokenizer, info: dict, source: str):
         super().__init__(train, val, context, vocab_size, tokenizer, source=source)
         self.info = info
-
-    def eval_batches(self, length: int, sequences: int, batch_size: int) -> list[Batch]:
-        """As DocumentData's, found by the documents' lengths instead of a pass over all of them."""
-        picks = np.flatnonzero(self.val_docs.lengths() > length)[:sequences]
-        rows = [np.asarray(self.val_docs[int(i)][: length + 1], dtype=np.int64) for i in picks]
-        out = []
-        for i in range(0, len(rows), batch_size):
-            seq = torch.from_numpy(np.stack(rows[i : i + batch_size]))
-            out.append(Batch(seq[:, :-1], seq[:, 1:]))
-        return out
 
     def val_tokens(self) -> Iterator[np.ndarray]:
         """The held-out tokens in pieces of about ENTROPY_CHUNK, never all at once."""

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from foxwb.workbench.data.corpus import MQARTask, load_corpus, load_tokens
 from foxwb.workbench.data.documents import load_documents
+from foxwb.workbench.data.held_out import too_small
+from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.trial import MQARData, TokenData
 
 
@@ -15,3 +17,14 @@ def load_data(spec, vocab_size: int, seed: int):
     if isinstance(spec, TokenData):
         return load_tokens(spec, vocab_size)
     return load_corpus(spec)
+
+
+def check_test_split(data, trial) -> None:
+    """Refuse a trial (SpecError) whose test split holds fewer scored tokens than its
+    ``eval.min_test_tokens``, before it trains. MQAR's test set is ``n_val`` sequences drawn
+    afresh, not documents sampled from a corpus: not checked."""
+    if isinstance(data, MQARTask):
+        return
+    refusal = too_small(data.test_set(trial.eval.test_tokens), trial.eval.min_test_tokens, trial.data)
+    if refusal:
+        raise SpecError(refusal)

@@ -1,7 +1,8 @@
 """Redo trials on purpose: ``wb run STUDY --rerun SELECTOR``.
 
 A selector names trials of the study: ``failed`` (every trial with a FAILED or KILLED run and no
-FINISHED one), a variant's name (all its seeds and searched points), or a spec hash or a prefix of
+FINISHED one), ``stale`` (every finished trial whose components' sources changed since it ran:
+foxwb.components.sources), a variant's name (all its seeds and searched points), or a spec hash or a prefix of
 one. Their tracked runs are deleted and their checkpoint folders removed, so the study runs them
 again from the first step.
 """
@@ -10,11 +11,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from foxwb.components import sources
 from foxwb.workbench.train import layout
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.study import Trial
 
 FAILED = "failed"
+STALE = "stale"
 MIN_PREFIX = 4
 
 
@@ -30,7 +33,9 @@ def select(trials: list[Trial], runs: list, selectors: list[str]) -> set[str]:
     hashes = set().union(*by_variant.values()) if by_variant else set()
     chosen: set[str] = set()
     for selector in selectors:
-        if selector == FAILED:
+        if selector == STALE:
+            chosen |= set(stale_trials(trials, runs))
+        elif selector == FAILED:
             finished = {h for _, h, status in tagged if status == "FINISHED"}
             chosen |= {h for _, h, status in tagged if status in ("FAILED", "KILLED") and h not in finished}
         elif selector in by_variant:
@@ -42,9 +47,21 @@ def select(trials: list[Trial], runs: list, selectors: list[str]) -> set[str]:
             chosen |= matches
         else:
             raise SpecError(f"--rerun {selector!r}: no trial of the study has that variant name or spec hash; "
-                            f"allowed: {FAILED!r}, a variant ({', '.join(repr(v) for v in by_variant)}), "
+                            f"allowed: {FAILED!r}, {STALE!r}, a variant ({', '.join(repr(v) for v in by_variant)}), "
                             f"or a spec hash (at least {MIN_PREFIX} characters of one)")
     return chosen
+
+
+def stale_trials(trials: list[Trial], runs: list) -> dict[str, str]:
+    """spec hash -> why, for each trial with a FINISHED run whose components' sources changed since
+    (foxwb.components.sources)."""
+    recorded = {r.data.tags.get("spec_hash"): r.data.tags.get(sources.TAG) for r in runs if r.info.status == "FINISHED"}
+    out = {}
+    for t in trials:
+        why = sources.stale(t.spec.model.components(), recorded.get(t.spec_hash))
+        if why:
+            out[t.spec_hash] = why
+    return out
 
 
 def forget(store, study: str, workdir: Path, hashes: set[str]) -> int:

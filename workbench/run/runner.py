@@ -71,7 +71,8 @@ class Outcome:
     trial: Trial
     status: str = "PENDING"
     reason: str = ""
-    val_ppl: float | None = None
+    val_ppl: float | None = None  # the select split's
+    test_ppl: float | None = None  # the test set's, what the table reports
     seconds: float = 0.0
     started: float = field(default_factory=time.time)
     last: dict = field(default_factory=dict)  # the latest intermediate result, for an early stop

@@ -23,7 +23,7 @@ def report(study, run, command: str) -> int:
     print(f"\nstudy {study.name!r}: {what}; {before} {'trial was' if before == 1 else 'trials were'} already done; "
           f"{count['FINISHED']} finished now{from_checkpoints}; {count['FAILED']} failed{stopped}")
     for o in ran:
-        detail = f"val_ppl {o.val_ppl:.3f}" if o.val_ppl else o.reason.strip().splitlines()[-1][:200] if o.reason else \
+        detail = f"test_ppl {o.test_ppl:.3f}" if o.test_ppl else f"val_ppl {o.val_ppl:.3f}" if o.val_ppl else o.reason.strip().splitlines()[-1][:200] if o.reason else \
             "not started" if o.status == "PENDING" else ""
         print(f"  {o.status:<9} {o.trial.row} / seed {o.trial.seed}  {detail}")
     failures = [o for o in ran if o.status == "FAILED"]

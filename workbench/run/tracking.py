@@ -13,6 +13,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from foxwb.components import sources
 from foxwb.components.registry import plugins_used
 from foxwb.workbench.train import layout
 from foxwb.workbench.train.spikes import KEYS as SPIKE_KEYS
@@ -24,10 +25,14 @@ MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME = "mlflow.parentRunId", "mlflow.runName"
 KIND = "wb_kind"  # tag: "study" or "trial"
 # With the stability figures of foxwb.workbench.train.spikes (docs/stability.md): spike counts, the largest
 # gradient norm after warmup and its ratio to the median.
-FINAL_METRICS = ("val_loss", "val_ppl", "unigram_entropy", "tokens_per_s", "mfu", "n_params",
+FINAL_METRICS = ("val_loss", "val_ppl", "test_loss", "test_ppl", "test_tokens", "test_documents", "test_tokens_available",
+                 "unigram_entropy", "tokens_per_s", "mfu", "n_params",
                  "n_params_non_embedding", "train_tokens", "mqar_accuracy", "acp_kept_fraction",
                  "peak_memory_train_mb", "peak_memory_eval_mb", "peak_rss_mb", "gpu_utilization_mean",
                  "gpu_power_watts_mean", "data_epochs", "eval_sequences", "eval_sequences_asked") + SPIKE_KEYS
+
+
+TEST_DOCUMENTS = "test_documents.json"  # a run's per-document test losses (docs/statistics.md)
 
 
 def local_tracking_uri(workdir: Path) -> str:
@@ -196,6 +201,7 @@ class Store:
                 "trained_tokens": str(trial.spec.train.trained_tokens(trial.spec.data.context))}
         if trial.stage:
             tags["stage"] = trial.stage
+        tags[sources.TAG] = sources.digest(trial.spec.model.components())  # a later change marks it stale
         used = plugins_used(trial.spec.model.components())
         if used:  # the plug-in distributions (name, version) whose kinds the trial's model uses
             tags["plugins"] = json.dumps(used, sort_keys=True)
@@ -225,6 +231,9 @@ class Store:
         if "acp_kept_fraction_per_head" in result:
             self.client.log_dict(run_id, {"acp_log_eps": result.get("acp_log_eps"),
                                           "per_head": result["acp_kept_fraction_per_head"]}, "acp_kept_per_head.json")
+        if result.get("test_doc_loss") is not None:  # the seed x document interval reads it
+            self.client.log_dict(run_id, {"digest": result.get("test_digest"), "doc_loss": result["test_doc_loss"],
+                                          "doc_tokens": result["test_doc_tokens"]}, TEST_DOCUMENTS)
         if "per_position_loss" in result:
             self.client.log_dict(run_id, {"per_position_loss": result["per_position_loss"],
                                           "ppl_at_length": result.get("ppl_at_length")}, "per_position_loss.json")

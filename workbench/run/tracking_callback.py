@@ -132,7 +132,8 @@ class TrackingCallback(tune.Callback):
                          f"{at['tokens']:,}/{total:,} tokens")
         if result.get("wb_done"):
             store.finish_trial(run_id, result["wb_result"])
-            self._end(out, "FINISHED", val_ppl=result["wb_result"]["val_ppl"], epochs=result["wb_result"].get("data_epochs"))
+            self._end(out, "FINISHED", val_ppl=result["wb_result"]["val_ppl"], epochs=result["wb_result"].get("data_epochs"),
+                      test_ppl=result["wb_result"].get("test_ppl"))
         elif result.get("wb_failed"):
             store.fail_trial(run_id, result["wb_failed"], result.get("wb_traceback", ""))
             self._end(out, "FAILED", reason=result["wb_failed"])
@@ -170,12 +171,13 @@ class TrackingCallback(tune.Callback):
             self.store.fail_trial(self.runs[trial.trial_id], reason)
             self._end(out, "FAILED", reason=reason)
 
-    def _end(self, out, status: str, reason: str = "", val_ppl=None, epochs=None) -> None:
+    def _end(self, out, status: str, reason: str = "", val_ppl=None, epochs=None, test_ppl=None) -> None:
         if status == "FINISHED":
             self.finished.add(out.trial.spec_hash)
         out.status, out.reason, out.val_ppl, out.seconds = status, reason, val_ppl, time.time() - out.started
+        out.test_ppl = test_ppl
         done = sum(o.status in ("FINISHED", "FAILED") for o in self.outcomes.values())
-        detail = f"val_ppl {val_ppl:.3f}" if val_ppl else reason[:160]
+        detail = f"test_ppl {test_ppl:.3f}" if test_ppl else f"val_ppl {val_ppl:.3f}" if val_ppl else reason[:160]
         if epochs and epochs > 1:  # the held-out loss then measures memorising too
             detail += f"  (trained {epochs:.1f}x over its data)"
         progress.VIEW.done(next((k for k, v in self.keys.items() if v == out.trial.spec_hash), ""))

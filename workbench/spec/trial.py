@@ -295,18 +295,42 @@ class NeedleEval(Spec):
 
 # Why a run validated on fewer held-out sequences than ``sequences`` asks, and the fix: `wb train`
 # and the study table's notes say it.
-FEWER_SEQUENCES = ("the held-out split has too few documents of context + 1 tokens; raise data.max_bytes or "
-                   "lower eval.sequences")
+FEWER_SEQUENCES = ("the select split (every other held-out document) has too few documents of context + 1 tokens; "
+                   "raise data.val_fraction or data.max_bytes, or lower eval.sequences")
+
+
+# The test set (docs/trials-and-data.md, "Three splits"): its size in scored tokens, the least a trial accepts,
+# and the sliding window's stride as a share of the context.
+DEFAULT_TEST_TOKENS = 131_072
+DEFAULT_MIN_TEST_TOKENS = 32_768
 
 
 class EvalSpec(Spec):
-    """``length_multiples`` evaluate L(i) at multiples of the training context (1 = in-context;
-    2 and 4 = length extrapolation); ``sequences`` held-out sequences per length."""
+    """What a trial is scored on after training (docs/trials-and-data.md, "Three splits").
+
+    - ``sequences``: select-split sequences of context + 1 tokens for ``val_loss``, the number every
+      choice reads; and test-split sequences per length for L(i) (``length_multiples``: multiples
+      of the training context, 1 = in-context, 2 and 4 = length extrapolation).
+    - ``test_tokens``: the test set, whole test documents in order until this many scored tokens,
+      read through a sliding window ``test_stride`` x context apart; ``test_loss`` is its mean.
+    - ``min_test_tokens``: a trial whose test split holds fewer refuses to start."""
 
     sequences: PositiveInt = 16
     batch_size: PositiveInt = 4
     length_multiples: list[PositiveInt] = [1, 2]
     needle: NeedleEval | None = None
+    test_tokens: PositiveInt = DEFAULT_TEST_TOKENS
+    min_test_tokens: PositiveInt = DEFAULT_MIN_TEST_TOKENS
+    test_stride: Annotated[float, Field(gt=0, le=1)] = 0.5
+
+    _new_fields: ClassVar[frozenset[str]] = frozenset({"test_tokens", "min_test_tokens", "test_stride"})
+
+    @model_validator(mode="after")
+    def _minimum_below_size(self):
+        if self.min_test_tokens > self.test_tokens:
+            raise ValueError(f"min_test_tokens={self.min_test_tokens} is above test_tokens={self.test_tokens}: "
+                             "the test set would always be refused; lower min_test_tokens or raise test_tokens")
+        return self
 
 
 def _distinct(seeds: list[int]) -> list[int]:

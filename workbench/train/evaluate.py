@@ -1,4 +1,5 @@
-"""Evaluation of a trained model: validation loss and perplexity, per-position loss L(i) at the
+"""Evaluation of a trained model: the select split's loss (what choices read), the test set's
+(what the table reports: foxwb.workbench.data.held_out), per-position loss L(i) at the
 training context and beyond it, P(l), needle-in-a-haystack accuracy, MQAR accuracy."""
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch.nn.functional as F
 
 from foxwb.kernels.attention.pruning import kept_pairs
 from foxwb.workbench.data.corpus import IGNORE, DocumentData, MQARTask
+from foxwb.workbench.data.held_out import SELECT, TEST, test_batches
 from foxwb.workbench.spec.trial import EvalSpec
 
 
@@ -61,20 +63,51 @@ def acp_kept_fraction(model, batches, device, autocast) -> dict:
             "acp_kept_fraction_per_head": per_head}
 
 
+def token_losses(model, batch, device, autocast) -> tuple[torch.Tensor, torch.Tensor]:
+    """Loss per target (fp64, 0 where IGNORE) and 1 where a target counts, both (B, T)."""
+    x, y = batch.x.to(device), batch.y.to(device)
+    with autocast():
+        logits = model(x)
+    loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="none")
+    valid = (y != IGNORE).double()
+    return loss.view(y.shape).double() * valid, valid
+
+
 @torch.no_grad()
 def per_position_loss(model, batches, device, autocast) -> tuple[np.ndarray, np.ndarray]:
     """Summed loss and count per position over the batches (fp64); IGNORE targets count 0."""
     total = count = None
     for batch in batches:
-        x, y = batch.x.to(device), batch.y.to(device)
-        with autocast():
-            logits = model(x)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="none")
-        loss = loss.view(y.shape).double()
-        valid = (y != IGNORE).double()
-        s, c = (loss * valid).sum(0).cpu().numpy(), valid.sum(0).cpu().numpy()
+        loss, valid = token_losses(model, batch, device, autocast)
+        s, c = loss.sum(0).cpu().numpy(), valid.sum(0).cpu().numpy()
         total, count = (s, c) if total is None else (total + s, count + c)
     return total, count
+
+
+@torch.no_grad()
+def test_scores(model, data, spec: EvalSpec, context: int, device, autocast) -> dict:
+    """The test set's loss (docs/trials-and-data.md, "Three splits"), overall and per document: the number
+    the table reports. MQAR: its test sequences, each one a document."""
+    if isinstance(data, MQARTask):
+        n = data.spec.n_val
+        rows = [(b, np.arange(i, i + len(b.x))) for i, b in zip(range(0, n, spec.batch_size),
+                                                                 data.eval_batches(data.context, n, spec.batch_size, TEST))]
+        n_docs, asked, available, stride, digest = n, None, None, None, None
+    else:
+        test = data.test_set(spec.test_tokens)
+        rows = test_batches(test, context, spec.test_stride, spec.batch_size)
+        n_docs, asked, available, stride, digest = len(test.docs), test.asked, test.available, spec.test_stride, test.digest
+    sums, counts = np.zeros(n_docs), np.zeros(n_docs)
+    for batch, docs in rows:
+        loss, valid = token_losses(model, batch, device, autocast)
+        np.add.at(sums, docs, loss.sum(1).cpu().numpy())
+        np.add.at(counts, docs, valid.sum(1).cpu().numpy())
+    if counts.sum() == 0:
+        return {"test_tokens": 0, "test_documents": 0}
+    loss = float(sums.sum() / counts.sum())
+    return {"test_loss": loss, "test_ppl": math.exp(loss), "test_tokens": int(counts.sum()), "test_documents": n_docs,
+            "test_tokens_asked": asked, "test_tokens_available": available, "test_stride": stride, "test_digest": digest,
+            "test_doc_loss": [float(v) for v in sums / np.maximum(counts, 1)], "test_doc_tokens": [int(c) for c in counts]}
 
 
 def perplexity_at_lengths(loss_by_pos: np.ndarray) -> dict[str, float]:
@@ -91,7 +124,7 @@ def needle_accuracy(model, data: DocumentData, spec, device, autocast) -> dict[s
     'The secret code is' at the end, score the greedy continuation by exact match."""
     tok = data.tokenizer
     rng = np.random.default_rng(0)
-    haystacks = [d for d in data.val_docs if len(d) > max(spec.lengths)] or data.val_docs
+    haystacks = [d for d in data.test_docs if len(d) > max(spec.lengths)] or list(data.test_docs)
     out = {}
     for length in spec.lengths:
         for depth in spec.depths:
@@ -115,22 +148,27 @@ def needle_accuracy(model, data: DocumentData, spec, device, autocast) -> dict[s
 
 
 def evaluate(model, data, spec: EvalSpec, context: int, device, autocast=nullcontext) -> dict:
+    """After training: ``val_loss`` on the select split (what a choice reads), ``test_loss`` on the
+    test set (what the table reports), L(i), P(l) and needles on the test split; the share
+    pruning keeps on the select split, as during training."""
     model.eval()
     result: dict = {"eval_lengths": {}}
+    batches = data.eval_batches(context, spec.sequences, spec.batch_size, SELECT)
+    total, count = per_position_loss(model, batches, device, autocast)
+    # Fewer than asked where the select split has too few documents this long.
+    result["eval_sequences"], result["eval_sequences_asked"] = sum(len(b.x) for b in batches), spec.sequences
+    result["val_loss"] = float(total.sum() / count.sum())
+    result["val_ppl"] = math.exp(result["val_loss"])
+    result.update(test_scores(model, data, spec, context, device, autocast))
     longest = None
     for multiple in sorted(set(spec.length_multiples) | {1}):
         length = multiple * context
-        batches = data.eval_batches(length, spec.sequences, spec.batch_size)
+        batches = data.eval_batches(length, spec.sequences, spec.batch_size, TEST)
         if not batches:
-            result["eval_lengths"][str(length)] = "no held-out sequence is this long"
+            result["eval_lengths"][str(length)] = "no test document is this long"
             continue
         total, count = per_position_loss(model, batches, device, autocast)
         result["eval_lengths"][str(length)] = sum(len(b.x) for b in batches)  # sequences
-        if multiple == 1:
-            # Fewer than asked where the held-out split has too few documents this long.
-            result["eval_sequences"], result["eval_sequences_asked"] = result["eval_lengths"][str(length)], spec.sequences
-            result["val_loss"] = float(total.sum() / count.sum())
-            result["val_ppl"] = math.exp(result["val_loss"])
         if isinstance(data, MQARTask):
             result["mqar_accuracy"] = mqar_accuracy(model, batches, device, autocast)
         longest = (length, total / np.maximum(count, 1))
@@ -138,7 +176,8 @@ def evaluate(model, data, spec: EvalSpec, context: int, device, autocast=nullcon
         result["eval_length"] = longest[0]
         result["per_position_loss"] = [float(v) for v in longest[1]]
         result["ppl_at_length"] = perplexity_at_lengths(longest[1])
-        result.update(acp_kept_fraction(model, data.eval_batches(context, 1, 1), device, autocast))
+        # On the select split's first sequence, as at every validation during training: one curve.
+        result.update(acp_kept_fraction(model, data.eval_batches(context, 1, 1, SELECT), device, autocast))
     if spec.needle is not None and isinstance(data, DocumentData) and data.tokenizer is not None:
         result["needle_accuracy"] = needle_accuracy(model, data, spec.needle, device, autocast)
     model.train()

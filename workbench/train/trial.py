@@ -9,9 +9,10 @@ from pathlib import Path
 
 import torch
 
+from foxwb.components import sources
 from foxwb.components.registry import plugins_used
 from foxwb.workbench.train import layout
-from foxwb.workbench.data.load import load_data
+from foxwb.workbench.data.load import check_test_split, load_data
 from foxwb.workbench.execution import Execution
 from foxwb.workbench.train.faults import write_atomically
 from foxwb.workbench.train.evaluate import evaluate, unigram_entropy
@@ -108,6 +109,7 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
         torch.set_num_threads(trial.train.cpu_threads)
     device = resolve_device(trial.train) if workers is None else workers.device
     data = load_data(trial.data, trial.model.vocab_size, trial.seed)
+    check_test_split(data, trial)
     torch.manual_seed(trial.seed)
     model = build_model(trial.model, execution).to(device)
     if workers is not None:
@@ -169,7 +171,8 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
         parallel=None if workers is None else workers.parallel,
         spec=trial.model_dump(mode="json"),
         spec_hash=trial.spec_hash(),
-        versions={**versions(), "plugins": plugins_used(trial.model.components())},
+        versions={**versions(), "plugins": plugins_used(trial.model.components()),
+                  "components": sources.digest(trial.model.components())},
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
     )
     write_json(out_dir / "result.json", result)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from scipy import stats as sps
 
-from foxwb.workbench.analysis import stats
+from foxwb.workbench.analysis import doc_interval, stats
 from foxwb.workbench.analysis.claims import DEFAULT_SESOI, VERDICTS, Claim, loss_metric, study_claims, verdict
 from foxwb.workbench.analysis.report import claim_lines
 from foxwb.workbench.analysis.table import StudyInfo
@@ -169,7 +169,8 @@ def test_the_json_fields():
 def test_wb_results_gives_declared_and_default_claims_their_verdicts(quickstart, tmp_path):
     """End to end on the quickstart's store (run once for the test run, tests/conftest.py): its file
     with two claims added (study-level: the same trials, found by spec hash) gets their verdicts in
-    `wb results --format json`, computed from the store's val_loss per seed; without claims, the
+    `wb results --format json`, computed from the store's test_loss, paired by seed and by test
+    document (each run's per-document losses, the seed x document interval); without claims, the
     default ones, one per row against the base; the text output starts with the verdict table."""
     workdir, proc, _ = quickstart
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -181,20 +182,25 @@ def test_wb_results_gives_declared_and_default_claims_their_verdicts(quickstart,
     assert out.returncode == 0, out.stderr[-2000:]
     claims = json.loads(out.stdout)["claims"]
     assert [c["name"] for c in claims] == ["the forget gate helps", "KV-shift is not needed"]
-    loss = {(r.data.tags["variant"], int(r.data.tags["seed"])): r.data.metrics["val_loss"]
-            for r in trial_runs(workdir, "quickstart")[1]}
+    client, runs = trial_runs(workdir, "quickstart")
+    loss = {(r.data.tags["variant"], int(r.data.tags["seed"])): r.data.metrics["test_loss"] for r in runs}
+    docs = {(r.data.tags["variant"], int(r.data.tags["seed"])):
+            json.loads(Path(client.download_artifacts(r.info.run_id, "test_documents.json", str(tmp_path))).read_text())
+            for r in runs}
     for c, (a, b) in zip(claims, (("FoX (Pro)", "FoX (Pro) - forget gate"), ("FoX (Pro) - KV-shift", "FoX (Pro)"))):
         assert {"name", "verdict", "delta", "ci95", "p_value", "p_equivalence", "n_seeds", "sesoi"} <= set(c)
-        assert c["verdict"] in VERDICTS and c["metric"] == "val_loss" and c["n_seeds"] == 2 and not c["default"]
+        assert c["verdict"] in VERDICTS and c["metric"] == "test_loss" and c["n_seeds"] == 2 and not c["default"]
+        assert c["interval"] == "seeds x documents" and c["n_documents"] == len(docs[(a, 0)]["doc_loss"]) >= 2
         d = [loss[(a, s)] - loss[(b, s)] for s in (0, 1)]
-        assert c["delta_loss"] == pytest.approx(np.mean(d), abs=1e-12) and c["delta"] == pytest.approx(math.expm1(np.mean(d)))
-        raw = stats.paired({s: loss[(a, s)] for s in (0, 1)}, {s: loss[(b, s)] for s in (0, 1)}).p
-        assert c["p_value_raw"] == pytest.approx(raw)
+        assert c["delta_loss"] == pytest.approx(np.mean(d), abs=1e-9) and c["delta"] == pytest.approx(math.expm1(np.mean(d)))
+        diffs = np.array([np.subtract(docs[(a, s)]["doc_loss"], docs[(b, s)]["doc_loss"]) for s in (0, 1)])
+        crossed = doc_interval.crossed(diffs, np.array(docs[(a, 0)]["doc_tokens"]))
+        assert c["p_value_raw"] == pytest.approx(crossed.p) and c["ci95_loss"][1] - c["delta_loss"] == pytest.approx(crossed.half_width)
     # The same study without claims: one default claim per row against the base, stated in the text.
     text = wb("results", ROOT / "studies/quickstart.yaml", "--workdir", workdir)
     assert text.returncode == 0, text.stderr[-2000:]
     lines = text.stdout.splitlines()
-    assert lines[0].startswith("claims: A against B on val_loss") and lines[1].split()[:1] == ["claim"]
+    assert lines[0].startswith("claims: A against B on test_loss, the test split") and lines[1].split()[:1] == ["claim"]
     assert "FoX (Pro) - forget gate vs FoX (Pro)" in lines[2] and "FoX (Pro) - KV-shift vs FoX (Pro)" in lines[3]
     assert any(line.startswith("default claims: the study declares none") for line in lines)
     assert lines.index(next(line for line in lines if line.startswith("study 'quickstart'"))) > 4  # the table after

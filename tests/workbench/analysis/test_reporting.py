@@ -115,7 +115,7 @@ def _watch(path, workdir, seen):
         pass
 
 
-def store_values(workdir, metric="val_ppl") -> dict[tuple[str, int], float]:
+def store_values(workdir, metric="test_ppl") -> dict[tuple[str, int], float]:
     client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
     exp = client.get_experiment_by_name("grid_search")
     runs = client.search_runs([exp.experiment_id], "tags.wb_kind = 'trial' and attributes.status = 'FINISHED'")
@@ -154,7 +154,7 @@ def test_deltas_per_search_point_equal_the_store_by_hand(grid_search):
     rc, out = wb_here("results", path, "--workdir", workdir, "--format", "json")
     assert rc == 0
     doc = json.loads(out)
-    assert doc["base"] == BASE and doc["metric"] == "val_ppl" and doc["alpha"] == 0.05
+    assert doc["base"] == BASE and doc["metric"] == "test_ppl" and doc["alpha"] == 0.05
     rows = {r["row"]: r for r in doc["rows"]}
     assert list(rows) == ROWS
     for lr in ("0.003", "0.01"):

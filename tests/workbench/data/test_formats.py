@@ -19,7 +19,7 @@ from foxwb.workbench.train.trial import run_trial
 TINY = {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2,
                   "mlp": {"kind": "swiglu", "intermediate_size": 64}},
         "train": {"tokens": 8192, "batch_size": 8, "lr": 3e-3, "eval_every_tokens": 4096, "eval_batches": 1, "cpu_threads": 1},
-        "eval": {"sequences": 4, "length_multiples": [1]}}
+        "eval": {"sequences": 4, "length_multiples": [1], "test_tokens": 4096, "min_test_tokens": 256}}  # tiny files
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,7 @@ MINI_BASE = {
               "mlp": {"kind": "swiglu", "intermediate_size": 64}},
     "data": {"kind": "builtin", "context": 64, "max_bytes": 600000},
     "train": {"tokens": 16384, "batch_size": 8, "eval_batches": 1, "cpu_threads": 1},
-    "eval": {"sequences": 4, "length_multiples": [1]},
+    "eval": {"sequences": 4, "length_multiples": [1], "test_tokens": 4096, "min_test_tokens": 1024},
 }
 LRS = [0.0003, 0.01]
 

@@ -16,7 +16,7 @@ BASE = {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_laye
                   "mlp": {"kind": "swiglu", "intermediate_size": 64}},
         "data": {"kind": "builtin", "context": 64, "max_bytes": 600000},
         "train": {"tokens": 8192, "batch_size": 8, "eval_batches": 1, "cpu_threads": 1},
-        "eval": {"sequences": 4, "length_multiples": [1]}}
+        "eval": {"sequences": 4, "length_multiples": [1], "test_tokens": 4096, "min_test_tokens": 1024}}
 VARIANTS = [{"name": "FoX (Pro)", "set": {"model.attention.forget_gate": "data_dependent"}},
             {"name": "no gate", "set": {"model.attention.forget_gate": "none"}}]
 

@@ -31,7 +31,7 @@ TINY = {
     "data": {"kind": "builtin", "context": 32, "max_bytes": 300000},
     "train": {"tokens": 20 * 12 * 32, "batch_size": 4, "grad_accum": 3, "cpu_threads": 1, "lr": 3e-3,
               "eval_every_tokens": 10 * 12 * 32, "eval_batches": 1, "checkpoint_every_tokens": 5 * 12 * 32},
-    "eval": {"sequences": 2, "length_multiples": [1]},
+    "eval": {"sequences": 2, "length_multiples": [1], "test_tokens": 4096, "min_test_tokens": 1024},
 }
 
 

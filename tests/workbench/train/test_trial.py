@@ -52,7 +52,9 @@ def test_loss_falls_with_position_and_is_reported_beyond_the_training_context(ti
     losses = np.array(result["per_position_loss"])
     assert len(losses) == 4 * context  # evaluated at 4x the training length
     assert set(result["eval_lengths"]) == {str(context), str(2 * context), str(4 * context)}
-    assert result["eval_sequences"] == result["eval_lengths"][str(context)] and result["eval_sequences_asked"] == 16
+    # eval_sequences: the select split's, for val_loss; eval_lengths: the test split's, for L(i).
+    assert 0 < result["eval_sequences"] <= 16 and result["eval_sequences_asked"] == 16
+    assert 0 < result["eval_lengths"][str(context)] <= 16 and result["test_tokens"] > 0
     quarter = context // 4
     assert losses[context - quarter : context].mean() < losses[:quarter].mean()
     assert str(4 * context) in result["ppl_at_length"] and np.isfinite(losses[context:]).all()
@@ -72,7 +74,7 @@ def small_trial(tmp_path, **train):
     spec["model"].update(d_model=64, n_layers=1)
     spec["data"]["max_bytes"] = 1_000_000
     spec["train"].update({"tokens": 120_000, "batch_size": 8, "eval_every_tokens": None, "checkpoint_every_tokens": None, **train})
-    spec["eval"] = {"sequences": 4, "length_multiples": [1]}
+    spec["eval"] = {"sequences": 4, "length_multiples": [1], "test_tokens": 4096, "min_test_tokens": 1024}
     path = tmp_path / "trial.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -90,7 +92,7 @@ def test_too_few_held_out_documents_are_said(tmp_path):
     result = json.loads((tmp_path / "out" / "result.json").read_text())
     got = result["eval_lengths"][str(spec["data"]["context"])]
     assert result["eval_sequences"] == got and result["eval_sequences_asked"] == 500 and 0 < got < 500
-    assert f"note: validated on {got} of the 500 held-out sequences eval.sequences asks" in proc.stdout
+    assert f"note: validated on {got} of the 500 select-split sequences eval.sequences asks" in proc.stdout
 
 
 def curve(out):
@@ -219,7 +221,7 @@ def test_sigterm_stops_wb_train_as_ctrl_c_does(tmp_path):
 def write_trial(tmp_path, data, model=None, train=None):
     spec = {"model": {"vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2, **(model or {})},
             "data": data, "train": {"tokens": 2048, "batch_size": 2, **(train or {})},
-            "eval": {"sequences": 2, "length_multiples": [1]}}
+            "eval": {"sequences": 2, "length_multiples": [1], "test_tokens": 4096, "min_test_tokens": 1024}}
     path = tmp_path / "t.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path

@@ -1,6 +1,6 @@
 """A scaling study's laws, from its tracked runs: per variant L(N) fitted by foxwb.workbench.analysis.scaling.fit to
 the finished runs of its ladder (N the non-embedding parameter count each run logged, the loss its
-final val_loss), the prediction at ``extrapolate_to``, and for each pair of variants where their
+final test_loss, or val_loss where the runs predate the test split), the prediction at ``extrapolate_to``, and for each pair of variants where their
 laws cross (docs/scaling.md). A ladder whose tokens follow its sizes (one ``tokens_per_param``) fits
 L(N) along that path: there D is a multiple of N, and L(N, D) could not tell the two apart. A
 ladder crossed with several budgets fits L(N, D) = E + A/N^alpha + B/D^beta, D the run's tokens."""
@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from foxwb.workbench.analysis import table
 from foxwb.workbench.analysis.scaling import fit as scaling
+
+LOSS = "ladder_loss"  # ladder_runs' column: the reported loss (test_loss, else val_loss)
 
 
 def study_fits(runs: pl.DataFrame, order: list[str], extrapolate_to: str | float | None = None,
@@ -30,16 +33,20 @@ def ladder_runs(runs: pl.DataFrame) -> pl.DataFrame:
     """The runs a law is fitted to: FINISHED, not stopped early, not an alias's copy, with a size and
     a loss; in one order (variant, size, tokens, seed, loss) whatever order the store returned them
     in, since the bootstrap draws its resamples by position: so a reading's intervals are the next one's."""
-    needed = {"n_params_non_embedding", "val_loss"}
-    if runs.is_empty() or not needed <= set(runs.columns):
+    if runs.is_empty() or "n_params_non_embedding" not in runs.columns:
         return runs.clear() if not runs.is_empty() else runs
-    done = runs.filter((pl.col("status") == "FINISHED") & pl.col("val_loss").is_not_null()
+    # The loss the table reports: the test split's where every finished run records it (docs/trials-and-data.md).
+    metric = table.report_metric(runs, "loss")
+    if metric not in runs.columns:
+        return runs.clear()
+    runs = runs.with_columns(pl.col(metric).alias(LOSS))
+    done = runs.filter((pl.col("status") == "FINISHED") & pl.col(LOSS).is_not_null()
                        & pl.col("n_params_non_embedding").is_not_null())
     if "stopped_early" in done.columns:
         done = done.filter(~pl.col("stopped_early").fill_null(False))
     if "alias_of" in done.columns:
         done = done.filter(pl.col("alias_of").is_null())
-    order = [c for c in ("variant", "n_params_non_embedding", "train_tokens", "seed", "val_loss") if c in done.columns]
+    order = [c for c in ("variant", "n_params_non_embedding", "train_tokens", "seed", LOSS) if c in done.columns]
     return done.sort(order, nulls_last=True)
 
 
@@ -61,7 +68,7 @@ def fit_study(runs: pl.DataFrame, order: list[str], extrapolate_to=None, n_boot:
     fits = []
     for variant in [v for v in order if v in set(done["variant"])]:
         mine = done.filter(pl.col("variant") == variant)
-        n, loss = mine["n_params_non_embedding"].to_numpy(), mine["val_loss"].to_numpy()
+        n, loss = mine["n_params_non_embedding"].to_numpy(), mine[LOSS].to_numpy()
         if crossed:
             d = mine["train_tokens"].to_numpy()
             fits.append(scaling.fit_law(variant, n, loss, d, extrapolate_to=extrapolate_to,
