@@ -15,7 +15,7 @@ recipe tuned for one arm, applied to all?), and a choice at the edge of its grid
   (``size_knobs``), never flagged.
 - Its **default** is the one of the component's options class (foxwb.components.registry), and for
   every other field the one of the spec classes (foxwb.workbench.spec.trial).
-- **Searched** for a row: a path of ``search.space``, or an axis of a grid design.
+- **Searched** for a row: a path of ``search.space`` or of its variant's ``search.variants``, or an axis of a grid design.
 
 Two ways in, one report: ``of_study`` reads the study file's expanded trials (and the choice
 recorded on the study's parent run), ``of_runs`` the tracked runs alone (the dashboard, which has no
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foxwb.workbench.analysis import knobs, table
-from foxwb.workbench.spec.study import CrossedDesign, GridDesign, StudySpec, Trial, expand
+from foxwb.workbench.spec.study import CrossedDesign, GridDesign, StudySpec, Trial, expand, point_name
 
 TITLE = "fairness"
 _SHOWN = 3  # row names a flag lists before "and N more"
@@ -57,7 +57,7 @@ def of_study(study: StudySpec, tags: dict | None = None, runs=None) -> dict:
     or adaptive search without confirmation, each variant's best row (the table's "best point")
     from ``runs`` (the study's runs frame) where given."""
     trials = expand(study)
-    space = dict(study.search.space) if study.search else {}
+    space = {p: True for p in study.search.paths()} if study.search else {}
     axes = dict(study.design.axes) if isinstance(study.design, GridDesign) else {}
     units = [_unit_of(t, space) for t in trials]
     search = _search_of(study)
@@ -106,14 +106,18 @@ def _search_of(study: StudySpec) -> dict | None:
     s = study.search
     if s is None:
         return None
-    space = {}
-    for path, d in s.space.items():
-        if d.choice is not None:
-            space[path] = {"choice": list(d.choice)}
-        else:
-            kind = "loguniform" if d.loguniform is not None else "uniform"
-            space[path] = {kind: list(getattr(d, kind))}
-    return {"space": space, "algorithm": s.algorithm, "num_samples": s.num_samples, "seeds": list(study.seeds),
+    def described(space: dict) -> dict:
+        out = {}
+        for path, d in space.items():
+            if d.choice is not None:
+                out[path] = {"choice": list(d.choice)}
+            else:
+                kind = "loguniform" if d.loguniform is not None else "uniform"
+                out[path] = {kind: list(getattr(d, kind))}
+        return out
+
+    return {"space": described(s.space), "variants": {v: described(own) for v, own in s.variants.items()},
+            "algorithm": s.algorithm, "num_samples": s.num_samples, "seeds": list(study.seeds),
             "asha": s.asha is not None, "confirm_seeds": list(s.confirm.seeds) if s.confirm else None}
 
 
@@ -139,7 +143,7 @@ def _best_points(runs, units: list[Unit], space: dict) -> dict[str, dict]:
             values = {}
             for part in point.split(", "):
                 name, _, value = part.partition("=")
-                path = next((p for p in space if p.split(".")[-1] == name), None)
+                path = next((p for p in space if point_name(p) == name), None)
                 if path is not None:
                     values[path] = knobs.parse(value)
         out[variant] = values
@@ -186,12 +190,15 @@ def _searched(tried: list[Unit], search: dict | None, axes: dict) -> dict:
                 "confirm_trials": None}
     searched: dict[str, list] = {}
     adaptive = sum(u.optuna for u in tried)
-    for path, desc in search["space"].items():
+    variant = tried[0].names[0] if tried else None
+    for path, desc in {**search["space"], **search.get("variants", {}).get(variant, {})}.items():
         drawn = list(dict.fromkeys(v for u in tried for p, v in u.drawn if p == path))
         if "choice" in desc and search.get("algorithm") == "grid":
             searched[path] = list(desc["choice"])
         elif drawn:
             searched[path] = sorted(drawn, key=knobs.order)
+        elif desc.get("tried") == "as run":  # read from the runs: this row drew none of it
+            continue
         else:  # adaptive draws: the range they come from
             searched[path] = {k: v for k, v in desc.items()}
     points = len({u.drawn for u in tried}) if not adaptive else search.get("num_samples")

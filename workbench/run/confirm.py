@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.trial import TrialSpec
-from foxwb.workbench.spec.study import CrossedDesign, StudySpec, Trial, cell_of, expand, with_point
+from foxwb.workbench.spec.study import CrossedDesign, StudySpec, Trial, cell_of, expand, point_name, with_point
 
 STAGE = "confirm"  # the ``stage`` tag of a confirmation trial's run
 
@@ -40,12 +40,13 @@ def edge_note(study: StudySpec, choice: Choice) -> str:
     """Where a chosen value is the smallest or largest of three or more numbers a field searched
     (a `choice` list): the best may lie beyond the values tried. Else ""."""
     notes = []
+    space = study.search.space_of(choice.variant.split(" [")[0])  # a crossed design's cell: its variant's
     for path, value in choice.point:
-        d = study.search.space.get(path)
+        d = space.get(path)
         values = [v for v in (d.choice or []) if isinstance(v, (int, float)) and not isinstance(v, bool)] if d else []
         if len(values) >= 3 and value in (min(values), max(values)):
             side = "largest" if value == max(values) else "smallest"
-            notes.append(f"{path.split('.')[-1]}={value:g} is the {side} value searched: the best may lie beyond it")
+            notes.append(f"{point_name(path)}={value:g} is the {side} value searched: the best may lie beyond it")
     return "; ".join(notes)
 
 
@@ -63,7 +64,7 @@ def choose(study: StudySpec, runs: list) -> dict[str, Choice]:
     """variant (a crossed design: each cell, the variant at a point) -> its best search point, from
     ``runs`` (MLflow runs of the study's trials). A cell's point holds the axis's value first."""
     confirm = study.search.confirm
-    space = list(study.search.space)
+    space = study.search.paths()
     axis = [study.design.axis] if isinstance(study.design, CrossedDesign) else []
     by_point: dict[tuple[str, str], dict] = {}
     for run in runs:
@@ -95,7 +96,7 @@ def confirmation_trials(study: StudySpec, choices: dict[str, Choice]) -> list[Tr
     out = []
     for key, choice in choices.items():
         template = templates[key]
-        at_point = with_point(template, {p: v for p, v in choice.point if p in study.search.space})
+        at_point = with_point(template, {p: v for p, v in choice.point if p in study.search.space_of(template.variant)})
         for seed in study.search.confirm.seeds:
             spec = TrialSpec.model_validate({**at_point.spec.model_dump(mode="json"), "seed": seed})
             out.append(Trial(template.variant, seed, spec, tuple(choice.point), template.aliases, stage=STAGE))

@@ -366,8 +366,9 @@ def _fit_optuna(study: StudySpec, template: Trial, store: Store, workdir: Path, 
 
     search = study.search
     prior = _prior_draws(store, study, template)
-    points = [{p.replace(".", "__"): _param_value(r.data.params[p]) for p in search.space} for r in prior]
-    space = {p.replace(".", "__"): d.tune_domain() for p, d in search.space.items()}
+    own_space = search.space_of(template.variant)
+    points = [{p.replace(".", "__"): _param_value(r.data.params[p]) for p in own_space} for r in prior]
+    space = {p.replace(".", "__"): d.tune_domain() for p, d in own_space.items()}
     # Draws of the variant's own, as a random search's (study._search_points): seeded by the search
     # seed and the variant; a new seed per resumption, as the same seed would start by drawing the
     # finished points again.

@@ -91,19 +91,37 @@ class SearchSpec(Spec):
     """Per-variant hyperparameter search: each variant (and seed) gets ``num_samples`` draws.
     ``random`` and ``grid`` draw up front (the draws are trials with spec hashes like any other);
     ``optuna`` draws adaptively through Ray Tune's OptunaSearch, warm-started on resume with the
-    draws already finished. ``confirm`` runs each variant's best draw again on its own seeds."""
+    draws already finished. ``confirm`` runs each variant's best draw again on its own seeds.
+    ``variants`` adds paths searched for one variant only (a knob the others lack, or that was
+    tuned for one arm: docs/results.md, "The fairness report"), beside ``space``, which every
+    variant searches."""
 
-    space: dict[str, Distribution] = Field(min_length=1)
+    space: dict[str, Distribution] = {}
+    variants: dict[str, dict[str, Distribution]] = {}
     algorithm: Literal["random", "grid", "optuna"] = "random"
     num_samples: PositiveInt = 4
     seed: NonNegativeInt = 0
     asha: ASHASpec | None = None
     confirm: ConfirmSpec | None = None
 
+    def space_of(self, variant: str) -> dict[str, Distribution]:
+        """What ``variant`` searches: the shared space and its own."""
+        return {**self.space, **self.variants.get(variant, {})}
+
+    def paths(self) -> list[str]:
+        """Every searched path, the shared space's first."""
+        return list(dict.fromkeys([*self.space, *(p for own in self.variants.values() for p in own)]))
+
+    @model_validator(mode="after")
+    def _something_searched(self):
+        if not self.space and not any(self.variants.values()):
+            raise ValueError("space: nothing to search; give space (every variant) or variants (one variant's own)")
+        return self
+
     @model_validator(mode="after")
     def _grid_takes_choices(self):
         if self.algorithm == "grid":
-            for path, dist in self.space.items():
+            for path, dist in [*self.space.items(), *(i for own in self.variants.values() for i in own.items())]:
                 if dist.choice is None:
                     form = "loguniform" if dist.loguniform is not None else "uniform"
                     raise ValueError(f"space.{path}: algorithm 'grid' runs listed values only: give "

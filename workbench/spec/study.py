@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt, PrivateAttr, ValidationError, field_validator, model_validator
 
+from foxwb.components.registry import BLOCK_SLOTS
 from foxwb.workbench.spec.claims import Claim, check_claims
 # cost builds a model on the meta device for its parameter counts (a scaling design's sizes): the
 # one import of the spec stage from a stage above it (tests/test_repo.py, UPWARD)
@@ -252,6 +253,17 @@ class StudySpec(Spec):
         return self
 
     @model_validator(mode="after")
+    def _searched_variants_exist(self):
+        if self.search is None or not self.search.variants:
+            return self
+        names = variant_names(self)
+        for name in self.search.variants:
+            if name not in names:
+                raise ValueError(f"search.variants: {name!r} is not a variant of the design; its variants: "
+                                 + ", ".join(repr(n) for n in names))
+        return self
+
+    @model_validator(mode="after")
     def _own_seeds(self):
         if not isinstance(self.design, VariantsDesign):
             return self
@@ -397,7 +409,7 @@ class Trial:
     @property
     def point_label(self) -> str:
         """The searched values, e.g. ``lr=0.00123`` ('' outside a search)."""
-        return ", ".join(f"{p.split('.')[-1]}={v:.4g}" if isinstance(v, float) else f"{p.split('.')[-1]}={v}"
+        return ", ".join(f"{point_name(p)}={v:.4g}" if isinstance(v, float) else f"{point_name(p)}={v}"
                          for p, v in self.search_point)
 
     @property
@@ -446,14 +458,27 @@ def _points(study: StudySpec, name: str) -> list[tuple[list[tuple[str, Any]], li
     if isinstance(study.design, CrossedDesign):
         # A search runs in every cell (the variant at a point): the point's edits, then the draw's.
         axis = study.design.axis
-        return [([(axis, c.name)] + draw, _edits(c.set, f"design.points[{i}].set") + _drawn(draw))
+        return [([(axis, c.name)] + draw, _edits(c.set, f"design.points[{i}].set") + _drawn(draw, study.search, name))
                 for i, c in enumerate(study.design.points)
-                for draw in _search_points(study.search, cell_name(name, axis, c.name))]
-    return [(point, _drawn(point)) for point in _search_points(study.search, name)]
+                for draw in _search_points(study.search, cell_name(name, axis, c.name), name)]
+    return [(point, _drawn(point, study.search, name)) for point in _search_points(study.search, name, name)]
 
 
-def _drawn(draw: list[tuple[str, Any]]) -> list[tuple[str, Any, str]]:
-    return [(path, value, f"search.space.{path}") for path, value in draw]
+def _drawn(draw: list[tuple[str, Any]], search: SearchSpec | None = None, variant: str = "") -> list[tuple[str, Any, str]]:
+    """A draw's edits, each with where the study file states it (for an error's location)."""
+    shared = search.space if search is not None else {}
+    return [(path, value, f"search.space.{path}" if path in shared or search is None else f"search.variants.{variant}.{path}")
+            for path, value in draw]
+
+
+def point_name(path: str) -> str:
+    """A searched path as a row's label names it: its last part (``lr``), or for a component's option
+    the slot and the option (``forget_gate.logit_normalizer``): two slots' options of one name,
+    searched by two variants (search.variants), stay apart."""
+    parts = path.split(".")
+    if len(parts) >= 3 and parts[0] == "model" and (parts[1] in BLOCK_SLOTS or (parts[1] == "attention" and len(parts) >= 4)):
+        return f"{parts[-2]}.{parts[-1]}"
+    return parts[-1]
 
 
 def cell_name(variant: str, axis: str, point: str) -> str:
@@ -486,15 +511,15 @@ def _scaled_tokens(study: StudySpec, data: dict, where: str, row: str, edits: li
     return set_path(data, "train.tokens", tokens)
 
 
-def _search_points(search: SearchSpec | None, key: str) -> list[list[tuple[str, Any]]]:
-    if search is None or search.algorithm == "optuna":
-        return [[]]
+def _search_points(search: SearchSpec | None, key: str, variant: str) -> list[list[tuple[str, Any]]]:
+    space = search.space_of(variant) if search is not None else {}
+    if not space or search.algorithm == "optuna":
+        return [[]]  # a variant with nothing of its own to search runs once per seed
     if search.algorithm == "grid":
-        paths = list(search.space)
-        return [list(zip(paths, vals)) for vals in itertools.product(*(d.grid() for d in search.space.values()))]
+        return [list(zip(space, vals)) for vals in itertools.product(*(d.grid() for d in space.values()))]
     # Draws depend on the search seed and the variant, not on the order of the study file.
     rng = np.random.default_rng([search.seed, *key.encode()])
-    return [[(p, d.sample(rng)) for p, d in search.space.items()] for _ in range(search.num_samples)]
+    return [[(p, d.sample(rng)) for p, d in space.items()] for _ in range(search.num_samples)]
 
 
 def expand(study: StudySpec) -> list[Trial]:
@@ -516,7 +541,7 @@ _SEED_ELSEWHERE = ("a study runs every row on its `seeds:` list (top level; a va
 def _no_seed_edit(study: StudySpec) -> None:
     if "seed" in study.base:
         raise SpecError(f"base.seed: {_SEED_ELSEWHERE}; write `seeds: [{study.base['seed']}]` instead")
-    if study.search is not None and "seed" in study.search.space:
+    if study.search is not None and "seed" in study.search.paths():
         raise SpecError(f"search.space.seed: {_SEED_ELSEWHERE}; seeds are not searched (search.seed seeds "
                         "the draws; search.confirm.seeds are the confirmation's)")
 

@@ -152,3 +152,36 @@ def test_wb_results_prints_it_after_the_table_and_carries_it_in_json_from_the_fi
     page, _ = study_page(store, "arms")
     section = page[page.index('<section id="fairness">'):]
     assert "searched on neither" in section and "lr=0.004" in section and ">edge<" in section
+
+
+def test_a_variant_searches_a_knob_of_its_own():
+    """search.variants: each arm searches the knob it has (FoX's gate normaliser, the Transformer's
+    KV-shift one) beside the shared lr; the rows name the slot, the report lists each row's own
+    search, and nothing is flagged."""
+    base = {**BASE, "model": {**BASE["model"], "attention": {}}}
+    search = {"algorithm": "grid", "space": {"train.lr": {"choice": [1e-3, 3e-3]}},
+              "variants": {"FoX (Pro)": {"model.attention.forget_gate.logit_normalizer": {"choice": [1.0, 16.0]}},
+                           "Transformer (Pro)": {"model.attention.kv_shift.logit_normalizer": {"choice": [1.0, 16.0]}}}}
+    spec = validate(StudySpec, {"name": "own", "base": base, "design": ARMS, "seeds": [0], "search": search})
+    rows = [t.row for t in expand(spec)]
+    assert len(rows) == 8 and "FoX (Pro) [lr=0.001, forget_gate.logit_normalizer=16]" in rows
+    assert "Transformer (Pro) [lr=0.003, kv_shift.logit_normalizer=1]" in rows
+    fox = next(t for t in expand(spec) if t.row == "FoX (Pro) [lr=0.001, forget_gate.logit_normalizer=16]")
+    assert fox.spec.model.attention.forget_gate.logit_normalizer == 16.0
+    report = fairness.of_study(spec)
+    searched = {r["row"].split(" [")[0]: r["searched"] for r in report["rows"]}
+    assert searched["FoX (Pro)"] == {"train.lr": [1e-3, 3e-3], "model.attention.forget_gate.logit_normalizer": [1.0, 16.0]}
+    assert searched["Transformer (Pro)"] == {"train.lr": [1e-3, 3e-3], "model.attention.kv_shift.logit_normalizer": [1.0, 16.0]}
+    assert not flags(report, "unsearched_knob")
+
+
+def test_a_variants_search_names_variants_of_the_design():
+    import pytest
+
+    from foxwb.workbench.spec.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"search.variants: 'FoX' is not a variant of the design; its variants: 'FoX \(Pro\)'"):
+        validate(StudySpec, {"name": "x", "base": BASE, "design": ARMS, "seeds": [0],
+                             "search": {"variants": {"FoX": {"train.lr": {"choice": [1e-3]}}}}})
+    with pytest.raises(SpecError, match="nothing to search"):
+        validate(StudySpec, {"name": "x", "base": BASE, "design": ARMS, "seeds": [0], "search": {"space": {}}})
