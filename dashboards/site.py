@@ -20,6 +20,7 @@ from foxwb.workbench.analysis.claims import declared, study_claims
 from foxwb.workbench.analysis.effects import effects, grid_effects
 from foxwb.workbench.analysis.scaling.laws import fit_study
 from foxwb.workbench.run.tracking import Store
+from foxwb.workbench.spec.study import SeedPlan
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 table.ablation,table.claims{border-collapse:collapse;font-size:14px}
@@ -79,7 +80,8 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     metric = table.report_metric(everything)  # the test split's, as `wb results` (docs/trials-and-data.md, "Three splits")
     rows = table.study_table(everything, info, metric)
     # The claims' verdicts first, as `wb results` prints them (the declared claims, as tagged, else the default ones).
-    verdicts = study_claims(everything, info, declared(tags=tags))
+    plan = SeedPlan.model_validate_json(tags["seed_plan"]) if tags.get("seed_plan") else None
+    verdicts = study_claims(everything, info, declared(tags=tags), plan=plan)
     page.html('<section id="claims"><h2>Claims</h2>' + claims_table.html(verdicts, info.alpha) + "</section>")
     page.html("<section><h2>Ablation table</h2>" + split_html(everything, metric)
               + figures.ablation_table(rows, info, metric) + "</section>")

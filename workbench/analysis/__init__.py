@@ -5,6 +5,7 @@
 - ``report``: the table as ``wb results`` prints it; ``export``: CSV, parquet or JSON.
 - ``stats``: statistics over seeds (CIs, paired and Welch tests, equivalence (TOST), power, Holm).
 - ``doc_interval``: the difference of two rows with seeds and test documents both as samples.
+- ``sequential``: seeds by plan: the boundary over the looks and the claims judged look by look.
 - ``claims``: a study's claims (A against B with a smallest effect of interest) and their verdicts.
 - ``effects``: effect versus an axis.
 - ``fairness``: per row what was searched, the choice, and the knobs set away from their defaults unsearched.

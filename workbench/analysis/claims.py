@@ -27,9 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from foxwb.workbench.analysis import doc_interval, stats, table
+from foxwb.workbench.analysis import doc_interval, sequential, stats, table
+from foxwb.workbench.spec.claims import DEFAULT_SESOI
+from foxwb.workbench.spec.study import SeedPlan
 
-DEFAULT_SESOI = 0.01  # 1% in perplexity: the margin of a default claim
 VERDICTS = ("better", "worse", "equivalent", "inconclusive")
 # How a verdict is decided, as `wb results` and the dashboard state it under the verdict table.
 RULE = ("equivalent where two one-sided tests put the mean loss difference within +-log(1 + sesoi) (p equiv < "
@@ -85,17 +86,21 @@ def default_claims(runs: pl.DataFrame, info: table.StudyInfo, metric: str) -> li
 
 
 def study_claims(runs: pl.DataFrame, info: table.StudyInfo, claims: list[Claim] | None = None,
-                 holm: bool = True) -> list[dict]:
+                 holm: bool = True, plan: SeedPlan | None = None) -> list[dict]:
     """Every claim's verdict (``claims``: the declared ones; None or []: the default claims), one
     dict per claim in their order: ``name``, ``verdict``, ``delta`` and ``ci95`` (relative in
     perplexity, A over B, minus 1), ``delta_loss`` and ``ci95_loss`` (nats), ``p_value`` and
     ``p_equivalence`` (Holm-adjusted unless ``holm`` is False; ``_raw`` beside them), ``n_seeds``,
-    ``sesoi``, and what they were computed from (rows, seeds, metric, test)."""
+    ``sesoi``, and what they were computed from (rows, seeds, metric, test). A study whose seeds are
+    a ``plan`` is judged look by look instead (foxwb.workbench.analysis.sequential): ``look``,
+    ``alpha_look`` and ``final`` say where each claim stands."""
     metric = loss_metric(runs)
     if metric is None:
         return []
     claims = claims or default_claims(runs, info, metric)
     values = table.row_seed_values(runs, info, metric)
+    if plan is not None:
+        return _by_plan(claims, values, plan, info, metric)
     frame = table.with_confirmation_rows(table.normalise(runs), info)
     variants = dict(frame.select("row", "variant").unique(keep="first").iter_rows())
     best = {} if info.confirm_seeds or info.design_kind in ("crossed", "scaling") else table.best_rows(table.normalise(runs))
@@ -109,6 +114,23 @@ def study_claims(runs: pl.DataFrame, info: table.StudyInfo, claims: list[Claim] 
         record["adjust"] = "holm" if holm else "none"
         if record["verdict"] == "equivalent" and record["p_value"] is not None and record["p_value"] < info.alpha:
             record["note"] = _join(record["note"], "a difference from 0 (p < alpha), but within the sesoi")
+    return out
+
+
+def _by_plan(claims: list[Claim], values: dict, plan: SeedPlan, info: table.StudyInfo, metric: str) -> list[dict]:
+    """The claims judged look by look, in the record form of ``judge`` (``interval``: seeds, the
+    plan's boundary; the p values Holm-adjusted over the claims open at each look)."""
+    out = []
+    for c, r in zip(claims, sequential.judge([(c.name, c.a, c.b, c.sesoi) for c in claims], values, plan, info.alpha)):
+        ci = r["ci95_loss"]
+        note = (f"decided at the look of {r['look']} seeds" if r["final"] and r["verdict"] != "inconclusive"
+                else "undecided at the plan's last look" if r["final"] else f"open after {r['look']} seeds: the plan goes on")
+        out.append({**r, "a": c.a, "b": c.b, "delta": None if r["delta_loss"] is None else math.expm1(r["delta_loss"]),
+                    "ci95": None if ci is None else [math.expm1(ci[0]), math.expm1(ci[1])],
+                    "p_value_raw": None, "p_equivalence_raw": None, "metric": metric, "test": "paired",
+                    "default": c.default, "seeds_a": sorted(values.get(c.a, {})), "seeds_b": sorted(values.get(c.b, {})),
+                    "note": note, "interval": "seeds (sequential plan)", "n_documents": None, "share_documents": None,
+                    "adjust": "holm"})
     return out
 
 

@@ -320,7 +320,8 @@ def claim_lines(claims: list[dict], alpha: float) -> list[str]:
         if c.get("interval") == "seeds x documents":
             n += f" x {c['n_documents']}d"
         head.append([c["name"], f"{c['a_row'] or c['a']} vs {c['b_row'] or c['b']}", c["verdict"], _pct(c["delta"]),
-                     _num(c["delta_loss"], "+.4f"), ci, _p_claim(c["p_value"], alpha), _p_claim(c["p_equivalence"], alpha),
+                     _num(c["delta_loss"], "+.4f"), ci, _p_claim(c["p_value"], c.get("alpha_look") or alpha),
+                     _p_claim(c["p_equivalence"], c.get("alpha_look") or alpha),
                      n, f"{100 * c['sesoi']:g}%"])
     widths = [max(len(line[i]) for line in head) for i in range(len(head[0]))]
     # Indented: a line that starts with a row's name is the study table's (a default claim is named by its row).
@@ -336,6 +337,10 @@ def claim_lines(claims: list[dict], alpha: float) -> list[str]:
              f"alpha {alpha:g}; p and p equiv {family}"] + text
     lines.append(f"verdict: {RULE} (docs/statistics.md); p below 1e-6 is shown as <1e-6 (the t tail is not "
                  "trusted that far out; the JSON keeps the number)")
+    if c0.get("alpha_look") is not None:
+        lines.append(f"seeds by plan: each look tests at {c0['alpha_look']:.4f}, so that alpha {alpha:g} holds over all "
+                     "the looks (docs/statistics.md, \"Seeds by plan\"); a claim's verdict is that of the first look "
+                     "that decides it, its p values Holm-adjusted over the claims open at that look")
     if all(c["default"] for c in claims):
         lines.append(f"default claims: the study declares none, so each compared row is judged against the row the table "
                      f"compares it with at sesoi {100 * claims[0]['sesoi']:g}%; state your own with `claims:` "

@@ -232,7 +232,7 @@ def split_note(runs: pl.DataFrame, metric: str) -> str | None:
     if metric.startswith("test_") and "test_tokens" in done.columns and done.height:
         tokens, docs = done["test_tokens"].drop_nulls(), done["test_documents"].drop_nulls() if "test_documents" in done.columns else None
         size = f"{int(tokens.min()):,}" if tokens.min() == tokens.max() else f"{int(tokens.min()):,} to {int(tokens.max()):,}"
-        of = f" in {int(docs.min())} documents" if docs is not None and docs.len() and docs.min() == docs.max() else ""
+        of = f" in {int(docs.min())} document{'s' if docs.min() != 1 else ''}" if docs is not None and docs.len() and docs.min() == docs.max() else ""
         return (f"{metric} is read on the test split, once, after training: {size} scored tokens{of} per trial "
                 "(choices read val_loss, on the select split: docs/trials-and-data.md, \"Three splits\")")
     if metric.startswith("val_"):

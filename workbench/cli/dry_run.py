@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from foxwb.workbench.analysis import report, runs as results, status, table
+from foxwb.workbench.analysis import report, runs as results, sequential, status, table
 from foxwb.workbench.cli.study_runs import check_metric, results_of
 from foxwb.workbench.data import test_check
 from foxwb.workbench.run import live_view, rerun
@@ -61,6 +61,8 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
               f"{tokens:>13,}  {flops:>11.3g}  {text}{also}")
     for note in schedule_notes(trials):
         print(f"note: {note}")
+    if study.seed_plan is not None:
+        print("\n".join(plan_lines(study, trials)))
     if stale:
         print(f"note: {live_view.count(len(stale), 'finished trial')} ran with component code that has changed since "
               f"(docs/models.md, \"Stale results\"): `wb run {args.study} --rerun stale` runs them again")
@@ -89,6 +91,19 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
     if args.effect is not None:
         plan_seeds(study, args)
     return 0
+
+
+def plan_lines(study, trials) -> list[str]:
+    """The seed plan: its looks, the level each tests at, and what it costs at the least and the most."""
+    plan = study.seed_plan
+    first = [t for t in trials if t.seed < plan.start]
+    flops = lambda ts: sum(flops_per_token(t.spec.model, t.spec.data.context)["train"]
+                           * t.spec.train.trained_tokens(t.spec.data.context) for t in ts)
+    return [f"seeds by plan: looks at {', '.join(map(str, plan.looks))} seeds; each look tests at "
+            f"{sequential.nominal_alpha(plan, study.alpha):.4f}, so that alpha {study.alpha:g} holds over all of them; a "
+            "claim is final at the first look that decides it (docs/statistics.md, \"Seeds by plan\")",
+            f"cost: {len(first)} trials ({flops(first):.3g} train FLOPs) if the first look decides every claim, at most "
+            f"{len(trials)} ({flops(trials):.3g}); the rows above list the most"]
 
 
 def confirm_lines(study, store, runs: list, searched: bool, gone: str | None) -> None:

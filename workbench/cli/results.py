@@ -16,7 +16,7 @@ from foxwb.workbench.analysis.effects import effects, grid_effects
 from foxwb.workbench.analysis.scaling.laws import study_fits
 from foxwb.workbench.cli.study_runs import check_metric, no_trials, results_of
 from foxwb.workbench.spec.errors import SpecError
-from foxwb.workbench.spec.study import expand
+from foxwb.workbench.spec.study import SeedPlan, expand
 
 
 def command(args: argparse.Namespace) -> int:
@@ -43,7 +43,7 @@ def command(args: argparse.Namespace) -> int:
     if info.variant_seeds:
         about["variant_seeds"] = info.variant_seeds
     # Each claim's verdict (the declared ones, else one per compared row at the default sesoi), first.
-    about["claims"] = study_claims(runs, info, declared(study, tags))
+    about["claims"] = study_claims(runs, info, declared(study, tags), plan=plan_of(study, tags))
     if info.design_kind == "scaling":
         about |= study_fits(runs, info.order, info.extrapolate_to)
     if info.design_kind in ("scaling", "crossed"):
@@ -68,6 +68,13 @@ def command(args: argparse.Namespace) -> int:
     else:
         export.write(rows, args.format, args.out, about)
     return 0
+
+
+def plan_of(study, tags: dict):
+    """The study's seed plan: from its file, else as tagged on its parent run; None without one."""
+    if study is not None:
+        return study.seed_plan
+    return SeedPlan.model_validate_json(tags["seed_plan"]) if tags.get("seed_plan") else None
 
 
 def stale_of(study, runs) -> dict[str, tuple[str, str]]:

@@ -31,6 +31,16 @@ def command(args: argparse.Namespace) -> int:
     faults.check_store(workdir)
     test_check.refuse(test_check.check_trials(expand(study)))  # a test split too small: refused before a trial starts
     again = f"wb run {args.study} --workdir {args.workdir}"
+    if study.seed_plan is not None:  # seeds by plan: look by look (docs/statistics.md, "Seeds by plan")
+        # Imported here: its judgement needs scipy, which a study with listed seeds does without
+        # (the GPU machine's set of packages may lack it).
+        from foxwb.workbench.cli.seed_plan import run_by_plan
+
+        code = run_by_plan(study, workdir, again, ray_address=args.ray_address, tracking_uri=args.tracking_uri,
+                           max_concurrent=args.max_concurrent, telemetry=Telemetry(period_s=args.gpu_sample_seconds),
+                           progress_seconds=args.progress_seconds, take_over=args.take_over, rerun_selectors=args.rerun)
+        print(f"results: wb results {args.study} --workdir {args.workdir}")
+        return code
     run = run_study(study, workdir, ray_address=args.ray_address, tracking_uri=args.tracking_uri,
                     max_concurrent=args.max_concurrent, telemetry=Telemetry(period_s=args.gpu_sample_seconds),
                     progress_seconds=args.progress_seconds, take_over=args.take_over, rerun_selectors=args.rerun,

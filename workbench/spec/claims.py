@@ -14,6 +14,7 @@ from foxwb.workbench.spec.base import Spec
 from foxwb.workbench.spec.fields import did_you_mean
 
 SESOI_ALLOWED = "relative in perplexity, in (0, 1): 0.01 is 1%"
+DEFAULT_SESOI = 0.01  # 1% in perplexity: the margin of a default claim (one per row against the base)
 
 
 class Claim(Spec):

@@ -216,12 +216,35 @@ class Tracking(Spec):
     experiment: str | None = None  # default: the study's name
 
 
+class SeedPlan(Spec):
+    """``seeds: {start, step, max}``: seeds 0 .. start - 1 first, then ``step`` more at each look,
+    at most ``max``; each claim is judged at every look and final at the first that decides it
+    (foxwb.workbench.analysis.sequential; docs/statistics.md, "Seeds by plan")."""
+
+    start: int = Field(ge=2)
+    step: int = Field(ge=1)
+    max: int = Field(ge=2, le=10_000)
+
+    @model_validator(mode="after")
+    def _max_above_start(self):
+        if self.max < self.start:
+            raise ValueError(f"max={self.max} is below start={self.start}")
+        return self
+
+    @property
+    def looks(self) -> list[int]:
+        out = list(range(self.start, self.max, self.step))
+        return out + [self.max]
+
+
 class StudySpec(Spec):
     name: str = Field(min_length=1)
     description: str = ""
     base: dict[str, Any] = {}
     design: Design
     seeds: Seeds = [0]
+    # Seeds by plan: ``seeds: {start, step, max}`` is read into this, and ``seeds`` is 0 .. max - 1.
+    seed_plan: SeedPlan | None = None
     search: SearchSpec | None = None
     resources: Resources = Resources()
     tracking: Tracking = Tracking()
@@ -233,6 +256,33 @@ class StudySpec(Spec):
     claims: list[Claim] | None = None
     # The file the study was read from (foxwb.workbench.cli.main): the errors of its expansion name it.
     _source: str = PrivateAttr("")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seeds_by_plan(cls, data):
+        if isinstance(data, dict) and isinstance(data.get("seeds"), dict):
+            if data.get("seed_plan") is not None:
+                raise ValueError("seeds: a plan {start, step, max} or a list, not both seeds and seed_plan")
+            plan = SeedPlan.model_validate(data["seeds"])
+            data = {**data, "seeds": list(range(plan.max)), "seed_plan": plan.model_dump()}
+        return data
+
+    @model_validator(mode="after")
+    def _plan_without_search(self):
+        if self.seed_plan is None:
+            return self
+        if self.search is not None:
+            raise ValueError("seeds: a plan {start, step, max} runs a design without a search; in a search, "
+                             "list the seeds (a plan for search.confirm.seeds is not built yet)")
+        if not isinstance(self.design, (AblationDesign, CumulativeDesign, VariantsDesign)):
+            raise ValueError(f"seeds: a plan {{start, step, max}} runs an ablation, cumulative or variants design; a "
+                             f"{self.design.kind} design lists its seeds (its plan is not built yet)")
+        if list(self.seeds) != list(range(self.seed_plan.max)):
+            raise ValueError(f"seeds: with seed_plan, seeds are 0 .. max - 1 = 0 .. {self.seed_plan.max - 1}")
+        if isinstance(self.design, VariantsDesign) and any(v.seeds is not None for v in self.design.variants):
+            raise ValueError("seeds: a plan {start, step, max} runs every variant on the plan's seeds; "
+                             "remove the variants' own seeds")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -715,6 +765,8 @@ def design_tags(study) -> dict[str, str]:
         tags["axis"] = json.dumps(axis_labels(study))
     if isinstance(study.design, GridDesign):
         tags["grid_axes"] = json.dumps(list(study.design.axes.items()))
+    if study.seed_plan is not None:  # `wb results NAME` judges the claims look by look
+        tags["seed_plan"] = json.dumps(study.seed_plan.model_dump())
     if study.claims:  # the dashboard and `wb results NAME` give the declared claims their verdicts
         tags["claims"] = json.dumps([c.model_dump(mode="json") for c in study.claims])
     return {k: v for k, v in tags.items() if len(v) <= 5000}
