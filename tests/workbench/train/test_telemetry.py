@@ -91,7 +91,7 @@ def study_run(tmp_path_factory):
                       "mlp": {"kind": "swiglu", "intermediate_size": 64}},
             "data": {"kind": "table", "paths": ["docs.parquet"], "text_column": "text", "context": 64},
             "train": {"tokens": 16384, "batch_size": 8, "eval_every_tokens": 4096, "eval_batches": 1, "cpu_threads": 1},
-            "eval": {"sequences": 4, "length_multiples": [1], "test_tokens": 4096, "min_test_tokens": 1024}}
+            "eval": {"sequences": 4, "length_multiples": [1], "test_tokens": 4096, "min_test_tokens": 256}}  # 40 short documents
     study = validate(StudySpec, {"name": "telemetry", "base": base, "seeds": [0],
                                  "design": {"kind": "ablation", "base_name": "FoX (Pro)",
                                             "changes": [{"name": "no gate", "set": {"model.attention.forget_gate": "none"}}]}})
