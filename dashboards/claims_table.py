@@ -41,15 +41,21 @@ def html(claims: list[dict], alpha: float) -> str:
                     f'<td class="num">{_p(c["p_equivalence"], alpha)}</td><td class="num">{n}</td>'
                     f'<td class="num">{100 * c["sesoi"]:g}%</td></tr>')
     holm = " (Holm)" if adjusted else ""
+    level = claims[0].get("alpha_look")  # seeds by plan: the look's interval, wider than 95%
+    ci_label = f"{100 * (1 - level):.1f}% CI (ppl)" if level else "95% CI (ppl)"
     head = ("<tr><th>Claim</th><th>A vs B</th><th>Verdict</th><th>&Delta; ppl</th><th>&Delta; loss</th>"
-            f"<th>95% CI (ppl)</th><th>p{holm}</th><th>p equivalence{holm}</th><th>Seeds (&times; test documents)</th><th>SESOI</th></tr>")
+            f"<th>{ci_label}</th><th>p{holm}</th><th>p equivalence{holm}</th><th>Seeds (&times; test documents)</th><th>SESOI</th></tr>")
     default = (f" The study declares no claims: each compared row is judged against the row the table compares it "
                f"with, at a SESOI of {100 * claims[0]['sesoi']:g}% (declare <code>claims:</code> in the study file)."
                if all(c["default"] for c in claims) else "")
-    family = f"Holm-adjusted over the {len(claims)} claims, differences and equivalences apart" if adjusted else "unadjusted"
+    family = (f"Holm-adjusted over the {len(claims)} claims, differences and equivalences apart" if len(claims) > 1
+              else "Holm over 1 claim: unadjusted") if adjusted else "unadjusted"
     note = (f"On {esc(claims[0]['metric'])}, differences A &minus; B paired by seed (and by test document where the "
             f"seeds column counts documents; W: Welch's, unpaired); alpha {alpha:g}; "
             f"p {family}. Verdict: {esc(RULE)}.{default}"
+            + (f" Seeds by plan: each look tests at {level:.4f}, so that alpha {alpha:g} holds over all the looks; a "
+               "claim's verdict is the first look's that decides it, its interval that look's over seeds alone."
+               if level else "")
             + (" Hover a row for its note." if any(c.get("note") for c in claims) else ""))
     # Not table.ablation: readers of the page (and its tests) take that one for the study table.
     return (f'<table class="claims"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'

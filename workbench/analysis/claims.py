@@ -127,7 +127,7 @@ def _by_plan(claims: list[Claim], values: dict, plan: SeedPlan, info: table.Stud
                 else "undecided at the plan's last look" if r["final"] else f"open after {r['look']} seeds: the plan goes on")
         out.append({**r, "a": c.a, "b": c.b, "delta": None if r["delta_loss"] is None else math.expm1(r["delta_loss"]),
                     "ci95": None if ci is None else [math.expm1(ci[0]), math.expm1(ci[1])],
-                    "p_value_raw": None, "p_equivalence_raw": None, "metric": metric, "test": "paired",
+                    "metric": metric, "test": "paired",
                     "default": c.default, "seeds_a": sorted(values.get(c.a, {})), "seeds_b": sorted(values.get(c.b, {})),
                     "note": note, "interval": "seeds (sequential plan)", "n_documents": None, "share_documents": None,
                     "adjust": "holm"})

@@ -312,7 +312,8 @@ def claim_lines(claims: list[dict], alpha: float) -> list[str]:
         return ["claims: none judged (no finished run records test_loss or val_loss)", ""]
     c0 = claims[0]
     adjusted = c0["adjust"] == "holm"
-    head = [["claim", "A vs B", "verdict", "delta ppl", "delta loss", "95% CI (ppl)",
+    level = c0.get("alpha_look")
+    head = [["claim", "A vs B", "verdict", "delta ppl", "delta loss", f"{100 * (1 - level):.1f}% CI (ppl)" if level else "95% CI (ppl)",
              "p (Holm)" if adjusted else "p", "p equiv (Holm)" if adjusted else "p equiv", "n", "sesoi"]]
     for c in claims:
         ci = f"[{_pct(c['ci95'][0])}, {_pct(c['ci95'][1])}]" if c["ci95"] else ("n/a" if c["n_seeds"] else "")
@@ -329,7 +330,8 @@ def claim_lines(claims: list[dict], alpha: float) -> list[str]:
                              + [v.rjust(w) for v, w in zip(line[3:], widths[3:])]).rstrip() for line in head]
     metric = c0["metric"]
     basis = "the test split" if metric == "test_loss" else "the select split (these runs predate the test split)"
-    family = f"Holm-adjusted over the {len(claims)} claims, differences and equivalences apart" if adjusted else "unadjusted"
+    family = (f"Holm-adjusted over the {len(claims)} claims, differences and equivalences apart" if len(claims) > 1
+              else "Holm over 1 claim: unadjusted") if adjusted else "unadjusted"
     crossed = [c for c in claims if c.get("interval") == "seeds x documents"]
     pairing = ("paired by seed and test document, both as samples" if len(crossed) == len(claims) else
                "paired by seed, and by test document where n counts documents (x Nd)" if crossed else "paired by seed")
@@ -338,9 +340,10 @@ def claim_lines(claims: list[dict], alpha: float) -> list[str]:
     lines.append(f"verdict: {RULE} (docs/statistics.md); p below 1e-6 is shown as <1e-6 (the t tail is not "
                  "trusted that far out; the JSON keeps the number)")
     if c0.get("alpha_look") is not None:
-        lines.append(f"seeds by plan: each look tests at {c0['alpha_look']:.4f}, so that alpha {alpha:g} holds over all "
+        lines.append(f"seeds by plan: each look tests at {level:.4f}, so that alpha {alpha:g} holds over all "
                      "the looks (docs/statistics.md, \"Seeds by plan\"); a claim's verdict is that of the first look "
-                     "that decides it, its p values Holm-adjusted over the claims open at that look")
+                     "that decides it, its p values Holm-adjusted over the claims open at that look; its interval is "
+                     f"that look's {100 * (1 - level):.1f}% interval over seeds alone (test documents not sampled in a plan)")
     if all(c["default"] for c in claims):
         lines.append(f"default claims: the study declares none, so each compared row is judged against the row the table "
                      f"compares it with at sesoi {100 * claims[0]['sesoi']:g}%; state your own with `claims:` "

@@ -91,7 +91,8 @@ def judge(claims: list[tuple[str, str, str, float]], values: dict[str, dict[int,
     level = nominal_alpha(plan, alpha)
     records = [{"name": name, "a_row": a, "b_row": b, "sesoi": sesoi, "margin_loss": loss_effect_of_ppl_fraction(sesoi),
                 "verdict": None, "final": False, "look": None, "alpha_look": level, "delta_loss": None, "ci95_loss": None,
-                "p_value": None, "p_equivalence": None, "n_seeds": 0} for name, a, b, sesoi in claims]
+                "p_value": None, "p_equivalence": None, "p_value_raw": None, "p_equivalence_raw": None, "n_seeds": 0}
+               for name, a, b, sesoi in claims]
     for n in plan.looks:
         seen = []
         for r in records:
@@ -109,7 +110,7 @@ def judge(claims: list[tuple[str, str, str, float]], values: dict[str, dict[int,
         p_eq = holm([look["p_equivalence"] for _, look in seen])
         for (r, look), p_adj, eq_adj in zip(seen, p, p_eq):
             r.update(look=n, delta_loss=look["delta"], ci95_loss=look["ci"], p_value=p_adj, p_equivalence=eq_adj,
-                     n_seeds=look["n"])
+                     p_value_raw=look["p"], p_equivalence_raw=look["p_equivalence"], n_seeds=look["n"])
             r["verdict"] = decided(p_adj, eq_adj, look["delta"], level)
             r["final"] = r["verdict"] is not None or n == plan.max
     for r in records:

@@ -103,7 +103,9 @@ def plan_lines(study, trials) -> list[str]:
             f"{sequential.nominal_alpha(plan, study.alpha):.4f}, so that alpha {study.alpha:g} holds over all of them; a "
             "claim is final at the first look that decides it (docs/statistics.md, \"Seeds by plan\")",
             f"cost: {len(first)} trials ({flops(first):.3g} train FLOPs) if the first look decides every claim, at most "
-            f"{len(trials)} ({flops(trials):.3g}); the rows above list the most"]
+            f"{len(trials)} ({flops(trials):.3g}); the rows above list the most"] + (
+        ["note: the plan starts at 2 seeds: a paired t of 2 seeds has one degree of freedom and rarely decides; "
+         "start at 3 or more"] if plan.start == 2 else [])
 
 
 def confirm_lines(study, store, runs: list, searched: bool, gone: str | None) -> None:

@@ -63,13 +63,20 @@ def run_by_plan(study: StudySpec, workdir: Path, again: str, **settings) -> int:
             print(f"study {study.name!r}: the look at {n} seeds did not finish every trial; the plan goes on when "
                   f"`{again}` runs again", flush=True)
             return code
-        records = sequential.judge(claims, store_values(study, workdir, settings.get("tracking_uri")), plan, study.alpha)
+        # The looks so far only: a study run again, its later seeds stored, is judged as it went.
+        values = {row: {s: v for s, v in by_seed.items() if s < n}
+                  for row, by_seed in store_values(study, workdir, settings.get("tracking_uri")).items()}
+        records = sequential.judge(claims, values, plan, study.alpha)
         for r in records:
             state = f"{r['verdict']} at {r['look']} seeds" if r["final"] else "open"
             print(f"  claim {r['name']!r} ({r['a_row']} vs {r['b_row']}): {state}", flush=True)
         if all(r["final"] for r in records):
+            undecided = sum(r["verdict"] == "inconclusive" for r in records)
             if n < plan.max:
-                print(f"study {study.name!r}: every claim decided at {n} seeds; the plan stops "
+                print(f"study {study.name!r}: every claim decided by the look at {n} seeds; the plan stops "
                       f"({plan.max - n} seeds a row not run)", flush=True)
+            else:
+                print(f"study {study.name!r}: the plan's last look ({n} seeds); {undecided} of {len(records)} claims "
+                      "undecided: inconclusive", flush=True)
             return code
     return code

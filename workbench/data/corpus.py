@@ -73,7 +73,7 @@ class DocumentData:
         if not (doc_lengths(self.select_docs) > context).any():
             raise SpecError(
                 f"data: no document of the select split is longer than data.context={context} "
-                f"({len(self.select_docs)} select documents of {len(val_docs)} held out; the select split "
+                f"({len(self.select_docs)} select document(s) of {len(val_docs)} held out; the select split "
                 "is every other held-out document: docs/trials-and-data.md, \"Three splits\"); add documents or raise data.val_fraction"
             )
         # The tokens training can see: a window lies inside a document longer than the context.

@@ -113,6 +113,15 @@ class SearchSpec(Spec):
         return list(dict.fromkeys([*self.space, *(p for own in self.variants.values() for p in own)]))
 
     @model_validator(mode="after")
+    def _each_path_in_one_place(self):
+        for variant, own in self.variants.items():
+            for path in own:
+                if path in self.space:
+                    raise ValueError(f"variants.{variant}.{path}: also in space, which every variant searches; "
+                                     "give it in one place (space for every variant, variants for one)")
+        return self
+
+    @model_validator(mode="after")
     def _something_searched(self):
         if not self.space and not any(self.variants.values()):
             raise ValueError("space: nothing to search; give space (every variant) or variants (one variant's own)")

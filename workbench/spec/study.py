@@ -263,7 +263,14 @@ class StudySpec(Spec):
         if isinstance(data, dict) and isinstance(data.get("seeds"), dict):
             if data.get("seed_plan") is not None:
                 raise ValueError("seeds: a plan {start, step, max} or a list, not both seeds and seed_plan")
-            plan = SeedPlan.model_validate(data["seeds"])
+            try:
+                plan = SeedPlan.model_validate(data["seeds"])
+            except ValidationError as e:
+                first = e.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise ValueError(f"seeds{'.' + where if where else ''}: {first['msg'].removeprefix('Value error, ')} (a plan is "
+                                 "{start, step, max}: start >= 2 seeds at the first look (3 or more decide more often), "
+                                 "step >= 1 seeds more at each look, max >= start)") from None
             data = {**data, "seeds": list(range(plan.max)), "seed_plan": plan.model_dump()}
         return data
 
