@@ -88,7 +88,7 @@ def test_wb_run_stops_once_the_claims_are_decided(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     assert "claim 'validating more changes nothing' (validated twice vs FoX (Pro)): equivalent at 2 seeds" in proc.stdout
     look = next(n for n in (2, 3) if f"claim 'too small an lr is worse' (lr 1e-6 vs FoX (Pro)): worse at {n} seeds" in proc.stdout)
-    assert f"every claim decided at {look} seeds; the plan stops" in proc.stdout
+    assert f"every claim decided by the look at {look} seeds; the plan stops" in proc.stdout
     runs = trial_runs(tmp_path / "w", "plan")[1]
     assert sorted({int(r.data.tags["seed"]) for r in runs}) == list(range(look)) and len(runs) == 3 * look
     out = wb("results", path, "--workdir", tmp_path / "w", "--format", "json")
