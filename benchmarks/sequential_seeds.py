@@ -31,7 +31,7 @@ import numpy as np
 import common
 from foxwb.workbench.analysis import stats
 from foxwb.workbench.analysis.sequential import decided, nominal_alpha, paired_look
-from foxwb.workbench.spec.study import SeedPlan
+from foxwb.workbench.spec.seed_plan import SeedPlan
 
 ALPHA, SD = 0.05, 0.01
 MARGIN = math.log(1.01)

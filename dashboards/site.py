@@ -20,7 +20,7 @@ from foxwb.workbench.analysis.claims import declared, study_claims
 from foxwb.workbench.analysis.effects import effects, grid_effects
 from foxwb.workbench.analysis.scaling.laws import fit_study
 from foxwb.workbench.run.tracking import Store
-from foxwb.workbench.spec.study import SeedPlan
+from foxwb.workbench.spec.seed_plan import SeedPlan
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 table.ablation,table.claims{border-collapse:collapse;font-size:14px}

@@ -29,7 +29,7 @@ import polars as pl
 
 from foxwb.workbench.analysis import doc_interval, sequential, stats, table
 from foxwb.workbench.spec.claims import DEFAULT_SESOI
-from foxwb.workbench.spec.study import SeedPlan
+from foxwb.workbench.spec.seed_plan import SeedPlan
 
 VERDICTS = ("better", "worse", "equivalent", "inconclusive")
 # How a verdict is decided, as `wb results` and the dashboard state it under the verdict table.

@@ -60,7 +60,7 @@ def of_study(study: StudySpec, tags: dict | None = None, runs=None) -> dict:
     space = {p: True for p in study.search.paths()} if study.search else {}
     axes = dict(study.design.axes) if isinstance(study.design, GridDesign) else {}
     units = [_unit_of(t, space) for t in trials]
-    search = _search_of(study)
+    search = _search_of(study, tags or {})
     choices = _tagged_choices(tags or {}, space)
     if not choices and study.search is not None and study.search.confirm is None and runs is not None \
             and study.search.algorithm != "grid" and not isinstance(study.design, CrossedDesign):
@@ -102,7 +102,7 @@ def _unit_of(t: Trial, space: dict) -> Unit:
     return Unit((t.variant, *t.aliases), at, drawn, knobs.flat(t.spec.model_dump(mode="json")), optuna=t.optuna_samples)
 
 
-def _search_of(study: StudySpec) -> dict | None:
+def _search_of(study: StudySpec, tags: dict) -> dict | None:
     s = study.search
     if s is None:
         return None
@@ -118,7 +118,16 @@ def _search_of(study: StudySpec) -> dict | None:
 
     return {"space": described(s.space), "variants": {v: described(own) for v, own in s.variants.items()},
             "algorithm": s.algorithm, "num_samples": s.num_samples, "seeds": list(study.seeds),
-            "asha": s.asha is not None, "confirm_seeds": list(s.confirm.seeds) if s.confirm else None}
+            "asha": s.asha is not None, "confirm_seeds": _confirm_seeds(study, tags)}
+
+
+def _confirm_seeds(study: StudySpec, tags: dict) -> list[int] | None:
+    """The confirmation's seeds: a plan's those of its last look run (as tagged), else its first look's."""
+    confirm = study.search.confirm
+    if confirm is None or confirm.seed_plan is None:
+        return list(confirm.seeds) if confirm else None
+    plan = confirm.seed_plan
+    return json.loads(tags["confirm_seeds"]) if "confirm_seeds" in tags else plan.seeds_at(plan.start)
 
 
 def _tagged_choices(tags: dict, space: dict) -> dict[str, dict]:

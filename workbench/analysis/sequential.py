@@ -23,7 +23,7 @@ import numpy as np
 from scipy import stats
 
 from foxwb.workbench.analysis.stats import holm, loss_effect_of_ppl_fraction
-from foxwb.workbench.spec.study import SeedPlan
+from foxwb.workbench.spec.seed_plan import SeedPlan
 
 SIMULATIONS = 40_000  # null studies simulated to find alpha': its Monte Carlo error is about 0.1% at alpha 0.05
 
@@ -82,7 +82,7 @@ def decided(p: float | None, p_equivalence: float | None, delta: float | None, l
 def judge(claims: list[tuple[str, str, str, float]], values: dict[str, dict[int, float]], plan: SeedPlan,
           alpha: float = 0.05) -> list[dict]:
     """Each claim ``(name, A's row, B's row, sesoi)`` judged look by look over ``values`` (row ->
-    {seed: loss}): at each look the open claims' paired tests over the seeds below the look's count,
+    {seed: loss}): at each look the open claims' paired tests over the look's seeds (plan.seeds_at),
     Holm over the open claims at alpha'; a claim is final at the first look that decides it. One
     record per claim: ``verdict`` (``inconclusive`` where no look decided it), ``final`` (decided,
     or the plan's last look reached), ``look`` (the seeds of its last look), ``alpha_look``,
@@ -94,12 +94,12 @@ def judge(claims: list[tuple[str, str, str, float]], values: dict[str, dict[int,
                 "p_value": None, "p_equivalence": None, "p_value_raw": None, "p_equivalence_raw": None, "n_seeds": 0}
                for name, a, b, sesoi in claims]
     for n in plan.looks:
-        seen = []
+        seen, seeds = [], set(plan.seeds_at(n))
         for r in records:
             if r["final"]:
                 continue
-            a = {s: v for s, v in values.get(r["a_row"], {}).items() if s < n}
-            b = {s: v for s, v in values.get(r["b_row"], {}).items() if s < n}
+            a = {s: v for s, v in values.get(r["a_row"], {}).items() if s in seeds}
+            b = {s: v for s, v in values.get(r["b_row"], {}).items() if s in seeds}
             shared = [s for s in a if s in b]
             if n > plan.start and len(shared) <= (r["n_seeds"] or 0):
                 continue  # this look's seeds have not run (yet): the claim stays at its last look

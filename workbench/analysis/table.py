@@ -125,6 +125,12 @@ def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | No
     confirm_seeds = json.loads(tags["confirm_seeds"]) if "confirm_seeds" in tags else None
     if study is not None and study.search is not None and study.search.confirm is not None:
         confirm_seeds = list(study.search.confirm.seeds)
+    plan = study.plan() if study is not None else None
+    if plan is not None:  # seeds by plan: those of the last look run (as tagged), else the first look's
+        if study.seed_plan is not None:
+            seeds = json.loads(tags["seeds"]) if "seeds" in tags else plan.seeds_at(plan.start)
+        else:
+            confirm_seeds = json.loads(tags["confirm_seeds"]) if "confirm_seeds" in tags else plan.seeds_at(plan.start)
     choice = {v: c["point"] for v, c in json.loads(tags.get("confirm_choice", "{}")).items()}
     kind, extrapolate = tags.get("design_kind", ""), tags.get("extrapolate_to")
     axis, grid_axes = json.loads(tags.get("axis", "[]")), json.loads(tags.get("grid_axes", "[]"))

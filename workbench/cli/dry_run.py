@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from foxwb.workbench.analysis import report, runs as results, sequential, status, table
+from foxwb.workbench.cli import seed_plan
 from foxwb.workbench.cli.study_runs import check_metric, results_of
 from foxwb.workbench.data import test_check
 from foxwb.workbench.run import live_view, rerun
@@ -41,6 +42,8 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
     parts = ", ".join(p for p in parts if p)
     print(f"study {study.name!r}: {live_view.count(len(trials), 'trial')}, {done} done" + (f" ({parts})" if parts else ""))
     stale = rerun.stale_trials(trials, runs)  # components' sources changed since they ran
+    # Where the seed plan stands, judged from the store (None: no look has run).
+    where = seed_plan.standing(study, workdir, args.tracking_uri) if study.plan() is not None and store is not None else None
     names = [t.row for t in trials]
     width = max(len("variant"), *map(len, names))
     print(f"{'variant':<{width}} {'seed':>4}  {'spec hash':<16}  {'params':>12}  {'tokens':>13}  {'train FLOPs':>11}  status")
@@ -54,6 +57,8 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
             text = f"done, {stale[t.spec_hash]}"
         if t.optuna_samples:
             text = f"optuna search of {t.optuna_samples} draws"
+        if study.seed_plan is not None and s is None:
+            text = seed_plan.status_of(study.seed_plan, t.seed, where) or text
         also = f"  (also: {', '.join(t.aliases)})" if t.aliases else ""
         tokens = t.spec.train.trained_tokens(t.spec.data.context)  # train.tokens in whole steps, as trained
         flops = flops_per_token(t.spec.model, t.spec.data.context)["train"] * tokens
@@ -61,8 +66,8 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
               f"{tokens:>13,}  {flops:>11.3g}  {text}{also}")
     for note in schedule_notes(trials):
         print(f"note: {note}")
-    if study.seed_plan is not None:
-        print("\n".join(plan_lines(study, trials)))
+    if study.plan() is not None:
+        print("\n".join(plan_lines(study, trials) + [seed_plan.standing_line(study, where)]))
     if stale:
         print(f"note: {live_view.count(len(stale), 'finished trial')} ran with component code that has changed since "
               f"(docs/models.md, \"Stale results\"): `wb run {args.study} --rerun stale` runs them again")
@@ -83,7 +88,7 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
             except SpecError as e:
                 print(f"note: `wb run` here stops at once: {e}")
     if study.search is not None and study.search.confirm is not None:
-        confirm_lines(study, store, runs, done == len(trials), gone)
+        confirm_lines(study, store, runs, done == len(trials), gone, where)
     if getattr(args, "rerun", None):
         hashes = rerun.select(trials, runs, args.rerun)  # a selector that names nothing is refused here too
         print(f"--rerun would delete the tracked runs and checkpoints of {live_view.count(len(hashes), 'trial')} and run them "
@@ -94,38 +99,54 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
 
 
 def plan_lines(study, trials) -> list[str]:
-    """The seed plan: its looks, the level each tests at, and what it costs at the least and the most."""
-    plan = study.seed_plan
-    first = [t for t in trials if t.seed < plan.start]
+    """The seed plan: its looks, the level each tests at, and what it costs at the least and the most
+    (a confirmation's plan: the search's trials, then each variant's chosen point on the look's seeds)."""
+    plan = study.plan()
     flops = lambda ts: sum(flops_per_token(t.spec.model, t.spec.data.context)["train"]
                            * t.spec.train.trained_tokens(t.spec.data.context) for t in ts)
-    return [f"seeds by plan: looks at {', '.join(map(str, plan.looks))} seeds; each look tests at "
-            f"{sequential.nominal_alpha(plan, study.alpha):.4f}, so that alpha {study.alpha:g} holds over all of them; a "
-            "claim is final at the first look that decides it (docs/statistics.md, \"Seeds by plan\")",
-            f"cost: {len(first)} trials ({flops(first):.3g} train FLOPs) if the first look decides every claim, at most "
-            f"{len(trials)} ({flops(trials):.3g}); the rows above list the most"] + (
+    if study.seed_plan is not None:
+        whose, least, most, listed = "", [t for t in trials if t.seed in plan.seeds_at(plan.start)], trials, "the rows above list the most"
+    else:
+        one = {}  # a search trial of each variant stands for its confirmation trials' cost
+        for t in trials:
+            one.setdefault(t.variant, t)
+        least = trials + [t for t in one.values() for _ in range(plan.start)]
+        most = trials + [t for t in one.values() for _ in range(plan.max)]
+        whose, listed = " (the confirmation's)", "the search's trials above, then the confirmation's"
+    seeds = lambda n: f"{plan.first}" if n == 1 else f"{plan.first}-{plan.first + n - 1}"
+    return [f"seeds by plan{whose}: looks at {', '.join(map(str, plan.looks))} seeds (seeds {seeds(plan.start)} first, "
+            f"at most {seeds(plan.max)}); each look tests at {sequential.nominal_alpha(plan, study.alpha):.4f}, so that "
+            f"alpha {study.alpha:g} holds over all of them; a claim is final at the first look that decides it "
+            "(docs/statistics.md, \"Seeds by plan\")",
+            f"cost: {len(least)} trials ({flops(least):.3g} train FLOPs) if the first look decides every claim, at most "
+            f"{len(most)} ({flops(most):.3g}); {listed}"] + (
         ["note: the plan starts at 2 seeds: a paired t of 2 seeds has one degree of freedom and rarely decides; "
          "start at 3 or more"] if plan.start == 2 else [])
 
 
-def confirm_lines(study, store, runs: list, searched: bool, gone: str | None) -> None:
+def confirm_lines(study, store, runs: list, searched: bool, gone: str | None, where: tuple[int, bool] | None) -> None:
     """The confirmation stage of a tune-then-confirm study: its trials once the search has
     finished (each variant's chosen point, workbench/run/confirm.py), else what it will be; ``gone``:
-    status.no_driver of the study, read once by the dry run."""
+    status.no_driver of the study, read once by the dry run; ``where``: where its seed plan stands."""
     confirm = study.search.confirm
     choices = choose(study, runs) if searched else {}
     if not choices:
         each = "each cell's (a variant at a point)" if study.design.kind == "crossed" else "each variant's"
-        print(f"then the confirmation: {each} best search point by {confirm.metric} on seeds "
-              f"{', '.join(map(str, confirm.seeds))} (chosen once the search has finished)")
+        on = (f"by plan (seeds {', '.join(map(str, confirm.seed_plan.seeds_at(confirm.seed_plan.start)))} first)"
+              if confirm.seed_plan is not None else ', '.join(map(str, confirm.seeds)))
+        print(f"then the confirmation: {each} best search point by {confirm.metric} on seeds {on} (chosen once the "
+              "search has finished)")
         return
     print(f"then the confirmation, at each {'cell' if study.design.kind == 'crossed' else 'variant'}'s best search point "
           f"by {confirm.metric}:")
     trials = confirmation_trials(study, choices)
+    plan = confirm.seed_plan
     states = {s.spec_hash: s for s in status.trial_states(store, runs, trials, no_driver=gone)}
     for t in trials:
         s = states.get(t.spec_hash)
         text = "to run" if s is None else "done" if s.state == "finished" else s.state
+        if plan is not None and text == "to run":
+            text = seed_plan.status_of(plan, t.seed, where) or text
         print(f"  {t.variant} [{t.point_label}]  seed {t.seed}  {t.spec_hash}  {text}")
     for c in choices.values():
         edge = edge_note(study, c)

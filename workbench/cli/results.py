@@ -73,7 +73,7 @@ def command(args: argparse.Namespace) -> int:
 def plan_of(study, tags: dict):
     """The study's seed plan: from its file, else as tagged on its parent run; None without one."""
     if study is not None:
-        return study.seed_plan
+        return study.plan()
     return SeedPlan.model_validate_json(tags["seed_plan"]) if tags.get("seed_plan") else None
 
 

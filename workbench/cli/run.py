@@ -31,7 +31,7 @@ def command(args: argparse.Namespace) -> int:
     faults.check_store(workdir)
     test_check.refuse(test_check.check_trials(expand(study)))  # a test split too small: refused before a trial starts
     again = f"wb run {args.study} --workdir {args.workdir}"
-    if study.seed_plan is not None:  # seeds by plan: look by look (docs/statistics.md, "Seeds by plan")
+    if study.plan() is not None:  # seeds by plan: look by look (docs/statistics.md, "Seeds by plan")
         # Imported here: its judgement needs scipy, which a study with listed seeds does without
         # (the GPU machine's set of packages may lack it).
         from foxwb.workbench.cli.seed_plan import run_by_plan

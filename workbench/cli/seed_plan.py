@@ -1,8 +1,11 @@
-"""``wb run`` of a study whose seeds are a plan (``seeds: {start, step, max}``; docs/statistics.md,
-"Seeds by plan"): the study on its first ``start`` seeds, then ``step`` more at each look, judging
-its claims after each (foxwb.workbench.analysis.sequential) and stopping once every claim is
-decided, or at ``max``. A study stopped between looks goes on where it was when run again: the
-finished seeds are done by spec hash and the judgement is made again from the store.
+"""``wb run`` of a study whose seeds are a plan (``seeds: {start, step, max}``, or the same under
+``search.confirm.seeds``; docs/statistics.md, "Seeds by plan"): the study on its first ``start``
+seeds, then ``step`` more at each look, judging its claims after each
+(foxwb.workbench.analysis.sequential) and stopping once every claim is decided, or at ``max``. A
+confirmation's plan runs the search at the first look (its choice is made once, from the search's
+trials) and adds confirmation seeds at the later ones. A study stopped between looks goes on where
+it was when run again: the finished trials are done by spec hash and the judgement is made again
+from the store.
 
 It reads the store through MLflow alone and imports no polars: the GPU machine runs studies
 without it.
@@ -13,6 +16,7 @@ import json
 from pathlib import Path
 
 from foxwb.workbench.analysis import sequential
+from foxwb.workbench.run.confirm import choose
 from foxwb.workbench.run.runner import run_study
 from foxwb.workbench.run.summary import report as report_run
 from foxwb.workbench.run.tracking import open_store
@@ -29,15 +33,29 @@ def claims_of(study: StudySpec) -> list[tuple[str, str, str, float]]:
     return [(v, v, base, DEFAULT_SESOI) for v in variant_names(study) if v != base]
 
 
+def at_look(study: StudySpec, n: int) -> StudySpec:
+    """The study as it runs at the look of ``n`` seeds: its seeds (or its confirmation's) the look's."""
+    plan = study.plan()
+    if study.seed_plan is not None:
+        return study.model_copy(update={"seeds": plan.seeds_at(n)})
+    confirm = study.search.confirm.model_copy(update={"seeds": plan.seeds_at(n)})
+    return study.model_copy(update={"search": study.search.model_copy(update={"confirm": confirm})})
+
+
 def store_values(study: StudySpec, workdir: Path, tracking_uri: str | None) -> dict[str, dict[int, float]]:
-    """variant -> {seed: final loss} of the finished runs not stopped early: test_loss where every
-    one records it, else val_loss (as the table reads them)."""
+    """variant -> {seed: final loss} of the finished runs not stopped early, as the table reads
+    them: test_loss where every one records it, else val_loss; in a tune-then-confirm study, the
+    runs at each variant's chosen point (its confirmation row)."""
     store = open_store(workdir, study.experiment, tracking_uri)
     if store is None:
         return {}
     done = [r for r in store.trial_runs(study.name)
             if r.info.status == "FINISHED" and r.data.tags.get("stopped_early") != "true"]
+    # The rule of foxwb.workbench.analysis.table.report_metric, over the same runs (without polars).
     loss = "test_loss" if done and all("test_loss" in r.data.metrics for r in done) else "val_loss"
+    if study.search is not None and study.search.confirm is not None:
+        labels = {v: c.label for v, c in choose(study, done).items()}
+        done = [r for r in done if labels.get(r.data.tags["variant"]) == r.data.tags.get("search_point", "")]
     out: dict[str, dict[int, float]] = {}
     for r in done:
         if loss not in r.data.metrics:
@@ -48,23 +66,64 @@ def store_values(study: StudySpec, workdir: Path, tracking_uri: str | None) -> d
     return out
 
 
+def standing(study: StudySpec, workdir: Path, tracking_uri: str | None) -> tuple[int, bool] | None:
+    """Where the study's plan stands, judged from the store: (the seeds of the last look that has
+    run, whether the plan has ended there: every claim final); None before a look has run."""
+    plan = study.plan()
+    values = store_values(study, workdir, tracking_uri)
+    records = sequential.judge(claims_of(study), values, plan, study.alpha) if values else []
+    reached = max((r["look"] or 0 for r in records), default=0)
+    if not reached:
+        return None
+    return reached, all(r["final"] for r in records)
+
+
+def status_of(plan, seed: int, where: tuple[int, bool] | None) -> str | None:
+    """A trial's status in the dry run where the plan decides it (a seed beyond the look reached),
+    else None."""
+    if where is None:
+        return None if seed in plan.seeds_at(plan.start) else "to run if a claim is open after the looks before"
+    reached, ended = where
+    if seed in plan.seeds_at(reached):
+        return None
+    return f"not to run: the plan ended at the look of {reached} seeds" if ended else \
+        "to run while a claim is open (the plan's later looks)"
+
+
+def standing_line(study: StudySpec, where: tuple[int, bool] | None) -> str:
+    plan = study.plan()
+    seeds = lambda n: f"{plan.first + n - 1}" if n == 1 else f"{plan.first}-{plan.first + n - 1}"
+    if where is None:
+        return f"the plan: no look has run; `wb run` runs the first (seeds {seeds(plan.start)})"
+    reached, ended = where
+    if ended and reached < plan.max:
+        return f"the plan: every claim decided by the look at {reached} seeds; it has ended (seeds beyond {seeds(reached)} do not run)"
+    if ended:
+        return f"the plan: ran to its last look ({reached} seeds); a claim still open there is inconclusive"
+    following = next(n for n in plan.looks if n > reached)
+    return f"the plan: a claim is open after the look at {reached} seeds; `wb run` runs the next look (seeds {seeds(following)})"
+
+
 def run_by_plan(study: StudySpec, workdir: Path, again: str, **settings) -> int:
     """Each look of the plan in turn; returns `wb run`'s exit code."""
-    plan, claims = study.seed_plan, claims_of(study)
+    plan, claims = study.plan(), claims_of(study)
+    whose = "" if study.seed_plan is not None else "confirmation "
     level = sequential.nominal_alpha(plan, study.alpha)
     code = 0
     for n in plan.looks:
-        look = study.model_copy(update={"seeds": list(range(n))})
-        print(f"study {study.name!r}: look at {n} seeds (plan: {plan.start}, then {plan.step} more a look, at most "
+        look = at_look(study, n)
+        print(f"study {study.name!r}: look at {n} {whose}seeds (plan: {plan.start}, then {plan.step} more a look, at most "
               f"{plan.max}; each look tests at {level:.4f} so that {study.alpha:g} holds over all of them)", flush=True)
         run = run_study(look, workdir, report=lambda r, look=look: report_run(look, r, again), **settings)
+        settings["rerun_selectors"] = None  # --rerun names the trials stored when it was given: the first look's
         code = report_run(look, run, again)
         if code != 0:
             print(f"study {study.name!r}: the look at {n} seeds did not finish every trial; the plan goes on when "
                   f"`{again}` runs again", flush=True)
             return code
         # The looks so far only: a study run again, its later seeds stored, is judged as it went.
-        values = {row: {s: v for s, v in by_seed.items() if s < n}
+        seeds = set(plan.seeds_at(n))
+        values = {row: {s: v for s, v in by_seed.items() if s in seeds}
                   for row, by_seed in store_values(study, workdir, settings.get("tracking_uri")).items()}
         records = sequential.judge(claims, values, plan, study.alpha)
         for r in records:

@@ -183,8 +183,8 @@ def _search_then_confirmation(study: StudySpec, workdir: Path, rerun_selectors: 
     metric = study.search.confirm.metric
     for c in choices.values():
         edge = confirm.edge_note(study, c)
-        print(f"confirm  {c.variant}: {c.label}  ({metric} {c.mean:.4f} over {progress.count(c.n_seeds, 'seed')})"
-              + (f"  note: {edge}" if edge else ""), flush=True)
+        print(f"confirm  {c.variant}: {c.label}  ({metric} {c.mean:.4f} on the select split over "
+              f"{progress.count(c.n_seeds, 'seed')})" + (f"  note: {edge}" if edge else ""), flush=True)
     # No rerun here: a rerun redoes search trials, and the confirmation follows from them.
     second = _run_trials(confirm.confirmation_stage(study), workdir, confirm.confirmation_trials(study, choices), None,
                          **settings)

@@ -7,6 +7,7 @@
 - ``search``: a study's search: distributions, algorithm, ASHA, confirmation.
 - ``study``: study files, their designs, and their expansion into trials.
 - ``claims``: a study's claims: two rows and a smallest effect of interest.
+- ``seed_plan``: seeds by plan (``{start, step, max}``), a study's or its confirmation's.
 - ``presets``: the paper's four models as shorthands.
 - ``fields``: dotted field paths (``model.attention.qk_norm``) and the edits a study makes with them.
 - ``errors``: user-facing errors naming the field, the value and what is allowed; the YAML reader.

@@ -10,6 +10,7 @@ import numpy as np
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from foxwb.workbench.spec.base import Spec
+from foxwb.workbench.spec.seed_plan import SeedPlan, read_plan
 from foxwb.workbench.spec.trial import Seeds
 
 
@@ -81,10 +82,29 @@ class ASHASpec(Spec):
 class ConfirmSpec(Spec):
     """Tune, then confirm: after the search, each variant's best setting (lowest mean ``metric``
     over the seeds of its finished search trials, none stopped early) runs on ``seeds``; the study
-    table compares those confirmation runs (workbench/run/confirm.py)."""
+    table compares those confirmation runs (workbench/run/confirm.py). ``seeds: {start, step, max}``
+    is a plan (foxwb.workbench.spec.seed_plan): read into ``seed_plan``, ``seeds`` its seeds."""
 
     seeds: Seeds
     metric: Literal["val_loss", "val_ppl"] = "val_loss"
+    seed_plan: SeedPlan | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seeds_by_plan(cls, data):
+        if isinstance(data, dict) and isinstance(data.get("seeds"), dict):
+            if data.get("seed_plan") is not None:
+                raise ValueError("seeds: a plan {start, step, max} or a list, not both seeds and seed_plan")
+            plan = read_plan(data["seeds"], "seeds")
+            data = {**data, "seeds": plan.seeds, "seed_plan": plan.model_dump()}
+        return data
+
+    @model_validator(mode="after")
+    def _seeds_are_the_plans(self):
+        if self.seed_plan is not None and list(self.seeds) != self.seed_plan.seeds:
+            raise ValueError(f"seeds: with seed_plan, seeds are first .. first + max - 1 = {self.seed_plan.seeds[0]} .. "
+                             f"{self.seed_plan.seeds[-1]}")
+        return self
 
 
 class SearchSpec(Spec):

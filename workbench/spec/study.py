@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, PositiveFloat, PositiveInt, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (Field, PositiveFloat, PositiveInt, PrivateAttr, TypeAdapter, ValidationError, field_validator,
+                      model_validator)
 
 from foxwb.components.registry import BLOCK_SLOTS
 from foxwb.workbench.spec.claims import Claim, check_claims
@@ -30,6 +31,7 @@ from foxwb.workbench.spec.counts import parse_count
 from foxwb.workbench.spec.errors import SpecError, check_file_kind, format_validation_error, read_yaml, validate
 from foxwb.workbench.spec.fields import PathError, set_path
 from foxwb.workbench.spec.search import SearchSpec
+from foxwb.workbench.spec.seed_plan import SeedPlan, read_plan
 from foxwb.workbench.spec.trial import ModelSpec, Seeds, Spec, TrialSpec
 
 
@@ -216,34 +218,13 @@ class Tracking(Spec):
     experiment: str | None = None  # default: the study's name
 
 
-class SeedPlan(Spec):
-    """``seeds: {start, step, max}``: seeds 0 .. start - 1 first, then ``step`` more at each look,
-    at most ``max``; each claim is judged at every look and final at the first that decides it
-    (foxwb.workbench.analysis.sequential; docs/statistics.md, "Seeds by plan")."""
-
-    start: int = Field(ge=2)
-    step: int = Field(ge=1)
-    max: int = Field(ge=2, le=10_000)
-
-    @model_validator(mode="after")
-    def _max_above_start(self):
-        if self.max < self.start:
-            raise ValueError(f"max={self.max} is below start={self.start}")
-        return self
-
-    @property
-    def looks(self) -> list[int]:
-        out = list(range(self.start, self.max, self.step))
-        return out + [self.max]
-
-
 class StudySpec(Spec):
     name: str = Field(min_length=1)
     description: str = ""
     base: dict[str, Any] = {}
     design: Design
     seeds: Seeds = [0]
-    # Seeds by plan: ``seeds: {start, step, max}`` is read into this, and ``seeds`` is 0 .. max - 1.
+    # Seeds by plan: ``seeds: {start, step, max}`` is read into this, and ``seeds`` are the plan's (0 .. max - 1).
     seed_plan: SeedPlan | None = None
     search: SearchSpec | None = None
     resources: Resources = Resources()
@@ -263,33 +244,57 @@ class StudySpec(Spec):
         if isinstance(data, dict) and isinstance(data.get("seeds"), dict):
             if data.get("seed_plan") is not None:
                 raise ValueError("seeds: a plan {start, step, max} or a list, not both seeds and seed_plan")
-            try:
-                plan = SeedPlan.model_validate(data["seeds"])
-            except ValidationError as e:
-                first = e.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                raise ValueError(f"seeds{'.' + where if where else ''}: {first['msg'].removeprefix('Value error, ')} (a plan is "
-                                 "{start, step, max}: start >= 2 seeds at the first look (3 or more decide more often), "
-                                 "step >= 1 seeds more at each look, max >= start)") from None
-            data = {**data, "seeds": list(range(plan.max)), "seed_plan": plan.model_dump()}
+            plan = read_plan(data["seeds"], "seeds")
+            data = {**data, "seeds": plan.seeds, "seed_plan": plan.model_dump()}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _confirmation_plan_after_the_search(cls, data):
+        """A confirmation's plan without ``first`` starts after the search's seeds: the choice's own
+        seed, picked for its luck on the select split, stays out of the verdict."""
+        confirm = data.get("search", {}).get("confirm") if isinstance(data, dict) and isinstance(data.get("search"), dict) else None
+        if not isinstance(confirm, dict) or not isinstance(confirm.get("seeds"), dict) or "first" in confirm["seeds"]:
+            return data
+        try:
+            searched = TypeAdapter(Seeds).validate_python(data.get("seeds", [0]))
+        except ValidationError:
+            return data  # the study's own seeds are wrong: their field says so
+        seeds = {**confirm["seeds"], "first": max(searched) + 1}
+        return {**data, "search": {**data["search"], "confirm": {**confirm, "seeds": seeds}}}
 
     @model_validator(mode="after")
     def _plan_without_search(self):
         if self.seed_plan is None:
             return self
         if self.search is not None:
-            raise ValueError("seeds: a plan {start, step, max} runs a design without a search; in a search, "
-                             "list the seeds (a plan for search.confirm.seeds is not built yet)")
+            raise ValueError("seeds: a plan {start, step, max} runs a design without a search; in a search, list "
+                             "the search's seeds and give the plan to its confirmation (search.confirm.seeds)")
         if not isinstance(self.design, (AblationDesign, CumulativeDesign, VariantsDesign)):
             raise ValueError(f"seeds: a plan {{start, step, max}} runs an ablation, cumulative or variants design; a "
                              f"{self.design.kind} design lists its seeds (its plan is not built yet)")
-        if list(self.seeds) != list(range(self.seed_plan.max)):
-            raise ValueError(f"seeds: with seed_plan, seeds are 0 .. max - 1 = 0 .. {self.seed_plan.max - 1}")
+        if list(self.seeds) != self.seed_plan.seeds:
+            raise ValueError(f"seeds: with seed_plan, seeds are first .. first + max - 1 = {self.seed_plan.seeds[0]} .. "
+                             f"{self.seed_plan.seeds[-1]}")
         if isinstance(self.design, VariantsDesign) and any(v.seeds is not None for v in self.design.variants):
             raise ValueError("seeds: a plan {start, step, max} runs every variant on the plan's seeds; "
                              "remove the variants' own seeds")
         return self
+
+    @model_validator(mode="after")
+    def _confirmation_plan(self):
+        plan = self.search.confirm.seed_plan if self.search is not None and self.search.confirm is not None else None
+        if plan is not None and not isinstance(self.design, (AblationDesign, CumulativeDesign, VariantsDesign)):
+            raise ValueError(f"search.confirm.seeds: a plan {{start, step, max}} confirms an ablation, cumulative or "
+                             f"variants design; a {self.design.kind} design lists its confirmation seeds (its plan is "
+                             "not built yet)")
+        return self
+
+    def plan(self) -> SeedPlan | None:
+        """The study's seed plan: its seeds' (a design without a search) or its confirmation's."""
+        if self.search is not None and self.search.confirm is not None:
+            return self.search.confirm.seed_plan
+        return self.seed_plan
 
     @model_validator(mode="before")
     @classmethod
@@ -772,8 +777,8 @@ def design_tags(study) -> dict[str, str]:
         tags["axis"] = json.dumps(axis_labels(study))
     if isinstance(study.design, GridDesign):
         tags["grid_axes"] = json.dumps(list(study.design.axes.items()))
-    if study.seed_plan is not None:  # `wb results NAME` judges the claims look by look
-        tags["seed_plan"] = json.dumps(study.seed_plan.model_dump())
+    if study.plan() is not None:  # `wb results NAME` judges the claims look by look
+        tags["seed_plan"] = json.dumps(study.plan().model_dump())
     if study.claims:  # the dashboard and `wb results NAME` give the declared claims their verdicts
         tags["claims"] = json.dumps([c.model_dump(mode="json") for c in study.claims])
     return {k: v for k, v in tags.items() if len(v) <= 5000}

@@ -100,3 +100,58 @@ def test_wb_run_stops_once_the_claims_are_decided(tmp_path):
     assert all(c["final"] and c["interval"] == "seeds (sequential plan)" for c in claims.values())
     text = wb("results", "plan", "--workdir", tmp_path / "w")  # by name: the plan from the parent run's tag
     assert text.returncode == 0 and "seeds by plan: each look tests at" in text.stdout, text.stderr[-2000:]
+
+
+def test_a_confirmation_by_plan_adds_confirmation_seeds_until_the_claims_are_decided(tmp_path):
+    """Tune, then confirm by plan: the search runs once (seed 0) and chooses each variant's lr on the
+    select split (val_loss); the confirmation runs the choices on fresh seeds (1, 2: after the
+    search's), judges the claims on the test split and adds seeds while one is open. A true
+    difference (one step of training) and a null (validated more often: the same training) are both
+    decided by the second look at the latest; the same study without claims gets default claims."""
+    base = {**MINI_BASE, "train": {**MINI_BASE["train"], "tokens": 8192, "eval_every_tokens": 4096}}
+    study = {"name": "cplan", "base": base, "seeds": [0],
+             "design": {"kind": "ablation", "base_name": "FoX (Pro)", "changes": [
+                 {"name": "one step", "set": {"train.tokens": 512}},
+                 {"name": "validated more often", "set": {"train.eval_every_tokens": 2048}}]},
+             "search": {"algorithm": "grid", "space": {"train.lr": {"choice": [0.003, 0.01]}},
+                        "confirm": {"seeds": {"start": 2, "step": 1, "max": 4}}},
+             "claims": [{"name": "one step is worse", "compare": ["one step", "FoX (Pro)"], "sesoi": 0.01},
+                        {"name": "validating more changes nothing", "compare": ["validated more often", "FoX (Pro)"],
+                         "sesoi": 0.01}]}
+    spec = validate(StudySpec, study)
+    assert spec.search.confirm.seeds == [1, 2, 3, 4] and spec.plan().seeds_at(2) == [1, 2]
+    path = tmp_path / "cplan.yaml"
+    path.write_text(yaml.safe_dump(study))
+    dry = wb("run", path, "--workdir", tmp_path / "w", "--dry-run")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert "seeds by plan (the confirmation's): looks at 2, 3, 4 seeds (seeds 1-2 first, at most 1-4)" in dry.stdout
+    assert "cost: 12 trials" in dry.stdout and "at most 18" in dry.stdout, dry.stdout
+    proc = wb("run", path, "--workdir", tmp_path / "w", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    assert "claim 'validating more changes nothing' (validated more often vs FoX (Pro)): equivalent at 2 seeds" in proc.stdout
+    look = next(n for n in (2, 3) if f"claim 'one step is worse' (one step vs FoX (Pro)): worse at {n} seeds" in proc.stdout)
+    client, runs = trial_runs(tmp_path / "w", "cplan")
+    confirmation = [r for r in runs if r.data.tags.get("stage") == "confirm"]
+    assert sorted({int(r.data.tags["seed"]) for r in confirmation}) == list(range(1, look + 1))
+    assert len(confirmation) == 3 * look and len(runs) == 6 + 3 * look
+    # The choice read the select split: its mean is the chosen point's search val_loss.
+    parent = client.search_runs([runs[0].info.experiment_id], "tags.wb_kind = 'study'")[0]
+    assert parent.data.tags["confirm_metric"] == "val_loss"
+    choice = json.loads(parent.data.tags["confirm_choice"])["FoX (Pro)"]
+    searched = [r for r in runs if r.data.tags["variant"] == "FoX (Pro)" and r.data.tags.get("stage") != "confirm"]
+    assert min(r.data.metrics["val_loss"] for r in searched) == pytest.approx(choice["mean"])
+    out = wb("results", path, "--workdir", tmp_path / "w", "--format", "json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    about = json.loads(out.stdout)
+    claims = {c["name"]: c for c in about["claims"]}
+    assert claims["one step is worse"]["verdict"] == "worse" and claims["one step is worse"]["look"] == look
+    assert claims["validating more changes nothing"]["verdict"] == "equivalent"
+    assert all(c["metric"] == "test_loss" and c["seeds_a"] == list(range(1, look + 1)) for c in claims.values())
+    # Without claims: one default claim per row against the base, at the default sesoi, stated.
+    del study["claims"]
+    path.write_text(yaml.safe_dump(study))
+    out = wb("results", path, "--workdir", tmp_path / "w", "--format", "json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    default = json.loads(out.stdout)["claims"]
+    assert {(c["a"], c["b"]) for c in default} == {("one step", "FoX (Pro)"), ("validated more often", "FoX (Pro)")}
+    assert all(c["default"] and c["sesoi"] == 0.01 for c in default)
