@@ -71,7 +71,8 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
     if stale:
         print(f"note: {live_view.count(len(stale), 'finished trial')} ran with component code that has changed since "
               f"(docs/models.md, \"Stale results\"): `wb run {args.study} --rerun stale` runs them again")
-    for line in test_check.lines(test_check.check_trials(trials)):  # docs/trials-and-data.md, "Three splits"
+    checks = test_check.check_trials(trials)
+    for line in test_check.lines(checks):  # docs/trials-and-data.md, "Three splits"
         print(line)
     if done < len(trials) and getattr(args, "ray_address", None) is None:
         if no_gpu_here(study):  # what runner.check_gpus refuses a local run for
@@ -95,6 +96,9 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
               f"afresh: {', '.join(sorted(hashes)) or 'none'}")
     if args.effect is not None:
         plan_seeds(study, args)
+    if any(c.refusal for c in checks):  # what `wb run` refuses: the dry run says so by its exit code too
+        print("`wb run` refuses this study as it stands (REFUSED above)")
+        return 2
     return 0
 
 

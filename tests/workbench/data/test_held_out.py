@@ -198,3 +198,23 @@ def test_every_cell_of_a_crossed_design_is_scored_on_the_same_test_tokens(tmp_pa
         digests[t.row] = (result["test_digest"], result["test_tokens"], result["test_documents"])
     assert len(set(digests.values())) == 1, digests
     assert next(iter(digests.values()))[0] == checks[0].digest
+
+
+def test_wb_run_and_its_dry_run_refuse_a_test_split_below_the_minimum(tmp_path):
+    """A study whose test split is too small: the dry run prints REFUSED and exits 2, `wb run`
+    stops before a trial starts (nothing tracked), both naming the field and the advice."""
+    import yaml
+
+    from tests.workbench.run.test_run import trial_runs, wb
+
+    study = {"name": "small", "seeds": [0],
+             "design": {"kind": "ablation", "changes": [{"name": "no gate", "set": {"model.attention.forget_gate": "none"}}]},
+             "base": {"model": TINY_MODEL, "data": {"kind": "builtin", "context": 32, "max_bytes": 300_000},
+                      "train": {"tokens": 512, "batch_size": 4, "cpu_threads": 1}, "eval": {"min_test_tokens": 131_072}}}
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(study))
+    dry = wb("run", path, "--workdir", tmp_path / "w", "--dry-run")
+    assert dry.returncode == 2 and "REFUSED:" in dry.stdout and "eval.min_test_tokens=131,072" in dry.stdout, dry.stdout
+    run = wb("run", path, "--workdir", tmp_path / "w")
+    assert run.returncode != 0 and "eval.min_test_tokens=131,072" in run.stderr + run.stdout, run.stderr[-2000:]
+    assert not (tmp_path / "w" / "mlflow.db").exists() or not trial_runs(tmp_path / "w", "small")[1]
