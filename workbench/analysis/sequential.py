@@ -22,7 +22,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
-from foxwb.workbench.analysis.stats import holm, loss_effect_of_ppl_fraction
+from foxwb.workbench.analysis.stats import holm, loss_effect_of_ppl_fraction, paired, tost_paired
 from foxwb.workbench.spec.seed_plan import SeedPlan
 
 SIMULATIONS = 40_000  # null studies simulated to find alpha': its Monte Carlo error is about 0.1% at alpha 0.05
@@ -52,21 +52,15 @@ def _nominal(looks: tuple[int, ...], alpha: float) -> float:
 
 def paired_look(a: dict, b: dict, margin: float, level: float) -> dict:
     """One look at A - B over the seeds both have: the mean, its 1 - ``level`` interval, the two-sided
-    p and TOST's p, all from the paired t (what the plan's boundary is built for)."""
-    shared = [s for s in a if s in b]
-    d = np.array([a[s] - b[s] for s in shared], dtype=np.float64)
-    n = len(d)
-    if n < 2:
-        return {"n": n, "delta": float(d.mean()) if n else None, "p": None, "p_equivalence": None, "ci": None}
-    m, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(n))
-    if se == 0:
-        inside = abs(m) < margin
-        return {"n": n, "delta": m, "p": 0.0 if m else 1.0, "p_equivalence": 0.0 if inside else 1.0, "ci": [m, m]}
-    t = m / se
-    half = float(stats.t.ppf(1 - level / 2, n - 1) * se)
-    p_eq = max(float(stats.t.sf((m + margin) / se, n - 1)), float(stats.t.cdf((m - margin) / se, n - 1)))
-    return {"n": n, "delta": m, "p": float(2 * stats.t.sf(abs(t), n - 1)), "p_equivalence": p_eq,
-            "ci": [m - half, m + half]}
+    p and TOST's p, all from the paired t (what the plan's boundary is built for;
+    foxwb.workbench.analysis.stats.paired and tost_paired)."""
+    look = paired(a, b, confidence=1 - level)
+    if look.n < 2:
+        return {"n": look.n, "delta": look.delta, "p": None, "p_equivalence": None, "ci": None}
+    # Every seed the same difference, 0: no evidence of one (p 1, counted in Holm's family).
+    p = 1.0 if look.p is None else look.p
+    return {"n": look.n, "delta": look.delta, "p": p, "p_equivalence": tost_paired(a, b, margin).p,
+            "ci": [look.delta - look.half_width, look.delta + look.half_width]}
 
 
 def decided(p: float | None, p_equivalence: float | None, delta: float | None, level: float) -> str | None:
