@@ -13,8 +13,9 @@ in psycholinguistics). Documents of unequal length enter through their token wei
 (a ratio estimator): Z[s, d] = m + (w_d / mean w) (D[s, d] - m); the documents' term is the
 jackknife over documents (delete one, of the seed-averaged weighted mean), with Kish's effective
 number of documents for its degrees of freedom, since a few long documents can carry most of the
-weight. A variance estimate below a one-factor one (the residual above the seeds' term, say) is
-floored at the larger of the seeds' and the documents' terms.
+weight. A variance component estimated below zero is taken as zero (its mean square below the
+residual's): where one factor's is, the estimate is the other factor's term alone; where both are,
+the three terms pooled (the interaction alone, on all their degrees of freedom).
 
 The seeds-only interval of the table is this one with the documents fixed: its coverage of the
 difference on the document population is measured beside this one's by
@@ -67,7 +68,11 @@ def crossed(diffs: np.ndarray, weights: np.ndarray | None = None, confidence: fl
     n_eff = max(total_w**2 / (w**2).sum(), 1.0 + 1e-9)
     parts = [(v_seed, s - 1), (v_doc, n_eff - 1), (v_res, (s - 1) * (n - 1))]
     total = v_seed + v_doc - v_res
-    if total < max(v_seed, v_doc):  # the estimate fell below a one-factor one: floor it there
+    if v_seed < v_res and v_doc < v_res:  # both factors' variances estimated below 0: the interaction alone
+        dof = sum(dof for _, dof in parts)
+        total = sum(v * dof for v, dof in parts) / dof
+        parts = [(total, dof)]
+    elif total < max(v_seed, v_doc):  # one factor's estimated below 0: the other's term alone
         total, parts = max((v_seed, [parts[0]]), (v_doc, [parts[1]]), key=lambda t: t[0])
     denominator = sum(v**2 / dof for v, dof in parts)
     if total <= 0 or denominator == 0:
