@@ -7,7 +7,7 @@ from foxwb.dashboards.figures import esc
 from foxwb.workbench.analysis.claims import RULE
 
 # A colour per verdict word: a reader finds the decided claims at a glance.
-COLOURS = {"better": "#2e7d32", "worse": "#b22222", "equivalent": "#1f77b4", "inconclusive": "#666"}
+COLOURS = {"better": "#2e7d32", "worse": "#b22222", "equivalent": "#1f77b4", "inconclusive": "#666", "open": "#999"}
 
 
 def _pct(x: float | None) -> str:

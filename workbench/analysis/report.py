@@ -106,6 +106,8 @@ def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, ch
     if any(r["fewer_seeds"] for r in rows):
         asks = f"{info.seeds}; rows of seeds of their own: " + ", ".join(f"{v} {s}" for v, s in info.variant_seeds.items()) \
             if info.variant_seeds else info.seeds
+        if info.confirm_seeds:
+            asks = f"a confirmation row {info.confirm_seeds}, a search row {info.seeds}"
         notes.append(f"k/n!: k finished seeds where the study asks for n ({asks})")
     if any(r["runs_spiked"] for r in rows):
         notes.append(f"k of n! in spikes: k of n runs spiked. {SPIKES}")

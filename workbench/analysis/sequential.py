@@ -78,7 +78,8 @@ def judge(claims: list[tuple[str, str, str, float]], values: dict[str, dict[int,
     """Each claim ``(name, A's row, B's row, sesoi)`` judged look by look over ``values`` (row ->
     {seed: loss}): at each look the open claims' paired tests over the look's seeds (plan.seeds_at),
     Holm over the open claims at alpha'; a claim is final at the first look that decides it. One
-    record per claim: ``verdict`` (``inconclusive`` where no look decided it), ``final`` (decided,
+    record per claim: ``verdict`` (``inconclusive`` where no look decided it by the last, ``open``
+    while a later look may), ``final`` (decided,
     or the plan's last look reached), ``look`` (the seeds of its last look), ``alpha_look``,
     ``delta_loss``, ``ci95_loss`` (the 1 - alpha' interval), ``p_value``, ``p_equivalence``
     (Holm-adjusted at that look), ``n_seeds``."""
@@ -94,9 +95,8 @@ def judge(claims: list[tuple[str, str, str, float]], values: dict[str, dict[int,
                 continue
             a = {s: v for s, v in values.get(r["a_row"], {}).items() if s in seeds}
             b = {s: v for s, v in values.get(r["b_row"], {}).items() if s in seeds}
-            shared = [s for s in a if s in b]
-            if n > plan.start and len(shared) <= (r["n_seeds"] or 0):
-                continue  # this look's seeds have not run (yet): the claim stays at its last look
+            if not seeds <= (a.keys() & b.keys()):
+                continue  # this look's seeds have not all run (yet): the claim stays at its last look
             seen.append((r, paired_look(a, b, r["margin_loss"], level)))
         if not seen:
             break
@@ -108,5 +108,5 @@ def judge(claims: list[tuple[str, str, str, float]], values: dict[str, dict[int,
             r["verdict"] = decided(p_adj, eq_adj, look["delta"], level)
             r["final"] = r["verdict"] is not None or n == plan.max
     for r in records:
-        r["verdict"] = r["verdict"] or "inconclusive"
+        r["verdict"] = r["verdict"] or ("inconclusive" if r["final"] else "open")
     return records

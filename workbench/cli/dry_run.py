@@ -43,7 +43,10 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
     print(f"study {study.name!r}: {live_view.count(len(trials), 'trial')}, {done} done" + (f" ({parts})" if parts else ""))
     stale = rerun.stale_trials(trials, runs)  # components' sources changed since they ran
     # Where the seed plan stands, judged from the store (None: no look has run).
-    where = seed_plan.standing(study, workdir, args.tracking_uri) if study.plan() is not None and store is not None else None
+    where, changed = None, None
+    if study.plan() is not None and store is not None:
+        where = seed_plan.standing(study, workdir, args.tracking_uri)
+        changed = seed_plan.changed_plan(study, workdir, args.tracking_uri)  # what `wb run` refuses
     names = [t.row for t in trials]
     width = max(len("variant"), *map(len, names))
     print(f"{'variant':<{width}} {'seed':>4}  {'spec hash':<16}  {'params':>12}  {'tokens':>13}  {'train FLOPs':>11}  status")
@@ -68,6 +71,8 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
         print(f"note: {note}")
     if study.plan() is not None:
         print("\n".join(plan_lines(study, trials) + [seed_plan.standing_line(study, where)]))
+        if changed:
+            print(f"REFUSED: {changed}")
     if stale:
         print(f"note: {live_view.count(len(stale), 'finished trial')} ran with component code that has changed since "
               f"(docs/models.md, \"Stale results\"): `wb run {args.study} --rerun stale` runs them again")
@@ -96,7 +101,7 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
               f"afresh: {', '.join(sorted(hashes)) or 'none'}")
     if args.effect is not None:
         plan_seeds(study, args)
-    if any(c.refusal for c in checks):  # what `wb run` refuses: the dry run says so by its exit code too
+    if any(c.refusal for c in checks) or changed:  # what `wb run` refuses: the exit code says so too
         print("`wb run` refuses this study as it stands (REFUSED above)")
         return 2
     return 0
@@ -125,7 +130,10 @@ def plan_lines(study, trials) -> list[str]:
             f"cost: {len(least)} trials ({flops(least):.3g} train FLOPs) if the first look decides every claim, at most "
             f"{len(most)} ({flops(most):.3g}); {listed}"] + (
         ["note: the plan starts at 2 seeds: a paired t of 2 seeds has one degree of freedom and rarely decides; "
-         "start at 3 or more"] if plan.start == 2 else [])
+         "start at 3 or more"] if plan.start == 2 else []) + (
+        [f"note: the confirmation's seeds {sorted(reused)} are the search's: a choice's luck on its own seed enters "
+         "the verdict; leave `first` out to confirm on fresh seeds"] if (reused := set(plan.seeds) & set(study.seeds))
+        and study.seed_plan is None else [])
 
 
 def confirm_lines(study, store, runs: list, searched: bool, gone: str | None, where: tuple[int, bool] | None) -> None:

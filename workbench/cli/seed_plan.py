@@ -21,6 +21,8 @@ from foxwb.workbench.run.runner import run_study
 from foxwb.workbench.run.summary import report as report_run
 from foxwb.workbench.run.tracking import open_store
 from foxwb.workbench.spec.claims import DEFAULT_SESOI
+from foxwb.workbench.spec.errors import SpecError
+from foxwb.workbench.spec.seed_plan import SeedPlan
 from foxwb.workbench.spec.study import StudySpec, base_variant, variant_names
 
 
@@ -67,27 +69,35 @@ def store_values(study: StudySpec, workdir: Path, tracking_uri: str | None) -> d
 
 
 def standing(study: StudySpec, workdir: Path, tracking_uri: str | None) -> tuple[int, bool] | None:
-    """Where the study's plan stands, judged from the store: (the seeds of the last look that has
-    run, whether the plan has ended there: every claim final); None before a look has run."""
+    """Where the study's plan stands, judged from the store: (the look the plan is at, whether it
+    has ended there). The look: where every claim is final, the last look judged; else the look of
+    the open claim that is furthest behind (0: the first look has not finished). None without runs."""
     plan = study.plan()
     values = store_values(study, workdir, tracking_uri)
-    records = sequential.judge(claims_of(study), values, plan, study.alpha) if values else []
-    reached = max((r["look"] or 0 for r in records), default=0)
-    if not reached:
+    if not values:
         return None
-    return reached, all(r["final"] for r in records)
+    records = sequential.judge(claims_of(study), values, plan, study.alpha)
+    if all(r["final"] for r in records):
+        return max(r["look"] for r in records), True
+    return min(r["look"] or 0 for r in records if not r["final"]), False
+
+
+def _next_look(plan, reached: int) -> int:
+    return next(n for n in plan.looks if n > reached) if reached else plan.start
 
 
 def status_of(plan, seed: int, where: tuple[int, bool] | None) -> str | None:
-    """A trial's status in the dry run where the plan decides it (a seed beyond the look reached),
+    """A trial's status in the dry run where the plan decides it (a seed beyond the look it is at),
     else None."""
-    if where is None:
-        return None if seed in plan.seeds_at(plan.start) else "to run if a claim is open after the looks before"
-    reached, ended = where
+    reached, ended = where or (0, False)
     if seed in plan.seeds_at(reached):
         return None
-    return f"not to run: the plan ended at the look of {reached} seeds" if ended else \
-        "to run while a claim is open (the plan's later looks)"
+    if ended:
+        return f"not to run: the plan ended at the look of {reached} seeds"
+    following = _next_look(plan, reached)
+    if seed in plan.seeds_at(following):
+        return None if not reached else "to run: the plan's next look"
+    return f"to run if a claim is still open after the look at {following} seeds"
 
 
 def standing_line(study: StudySpec, where: tuple[int, bool] | None) -> str:
@@ -99,13 +109,34 @@ def standing_line(study: StudySpec, where: tuple[int, bool] | None) -> str:
     if ended and reached < plan.max:
         return f"the plan: every claim decided by the look at {reached} seeds; it has ended (seeds beyond {seeds(reached)} do not run)"
     if ended:
-        return f"the plan: ran to its last look ({reached} seeds); a claim still open there is inconclusive"
-    following = next(n for n in plan.looks if n > reached)
-    return f"the plan: a claim is open after the look at {reached} seeds; `wb run` runs the next look (seeds {seeds(following)})"
+        return f"the plan: ran to its last look ({reached} seeds); a claim undecided there is inconclusive"
+    if not reached:
+        return f"the plan: its first look has not finished; `wb run` runs it (seeds {seeds(plan.start)})"
+    return (f"the plan: a claim is open after the look at {reached} seeds; `wb run` runs the next look "
+            f"(seeds {seeds(_next_look(plan, reached))})")
+
+
+def changed_plan(study: StudySpec, workdir: Path, tracking_uri: str | None) -> str | None:
+    """Why the study's plan may not run as written, else None: its looks have run under another
+    plan (tagged on the parent run), and a plan changed after looking judges those looks again at
+    another level, or past the end the plan had."""
+    store = open_store(workdir, study.experiment, tracking_uri)
+    parent = store.study_parent(study.name) if store is not None else None
+    tagged = store.client.get_run(parent).data.tags.get("seed_plan") if parent is not None else None
+    if tagged is None or SeedPlan.model_validate_json(tagged) == study.plan():
+        return None
+    was = SeedPlan.model_validate_json(tagged)
+    return (f"seeds: study {study.name!r} ran its looks under the plan {{start: {was.start}, step: {was.step}, max: "
+            f"{was.max}, first: {was.first}}}; a plan changed after its looks ran would judge them again at another "
+            "level, or past where the plan ended (seeds added after looking). Put that plan back, or run the new one "
+            "as a study of another name")
 
 
 def run_by_plan(study: StudySpec, workdir: Path, again: str, **settings) -> int:
     """Each look of the plan in turn; returns `wb run`'s exit code."""
+    why = changed_plan(study, workdir, settings.get("tracking_uri"))
+    if why:
+        raise SpecError(why)
     plan, claims = study.plan(), claims_of(study)
     whose = "" if study.seed_plan is not None else "confirmation "
     level = sequential.nominal_alpha(plan, study.alpha)

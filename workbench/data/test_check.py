@@ -74,7 +74,7 @@ def lines(checks: list[TestCheck]) -> list[str]:
         elif c.refusal:
             out.append(f"REFUSED: {c.refusal} (rows: {rows})")
         else:
-            out.append(f"test set of {which}: {c.scored:,} scored tokens in {c.documents} documents "
+            out.append(f"test set of {which}: {c.scored:,} scored tokens in {c.documents} document{'s' if c.documents != 1 else ''} "
                        f"(digest {c.digest}), the same for every cell that reads it")
     if len({c.digest for c in checks if c.digest}) > 1:
         out.append("note: the rows read different test sets (their data differ beyond the context): a comparison "

@@ -106,8 +106,11 @@ def confirmation_trials(study: StudySpec, choices: dict[str, Choice]) -> list[Tr
 def choice_tags(study: StudySpec, choices: dict[str, Choice]) -> dict[str, str]:
     confirm = study.search.confirm
     choice = {v: {"point": c.label, "values": dict(c.point), "mean": c.mean, "n_seeds": c.n_seeds} for v, c in choices.items()}
-    return {"confirm_choice": json.dumps(choice), "confirm_seeds": json.dumps(list(confirm.seeds)),
+    tags = {"confirm_choice": json.dumps(choice), "confirm_seeds": json.dumps(list(confirm.seeds)),
             "confirm_metric": confirm.metric}
+    if confirm.seed_plan is not None:  # `wb results NAME` and the dashboard judge the claims look by look
+        tags["seed_plan"] = json.dumps(confirm.seed_plan.model_dump())
+    return tags
 
 
 def best_points(study: StudySpec, runs: list) -> dict[str, Choice]:

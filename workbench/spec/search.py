@@ -102,8 +102,8 @@ class ConfirmSpec(Spec):
     @model_validator(mode="after")
     def _seeds_are_the_plans(self):
         if self.seed_plan is not None and list(self.seeds) != self.seed_plan.seeds:
-            raise ValueError(f"seeds: with seed_plan, seeds are first .. first + max - 1 = {self.seed_plan.seeds[0]} .. "
-                             f"{self.seed_plan.seeds[-1]}")
+            raise ValueError(f"seed_plan: the stored form of a plan {{start, step, max}} written under seeds, whose seeds "
+                             f"are {self.seed_plan.seeds[0]} .. {self.seed_plan.seeds[-1]}; write the plan under seeds")
         return self
 
 

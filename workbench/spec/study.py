@@ -274,8 +274,8 @@ class StudySpec(Spec):
             raise ValueError(f"seeds: a plan {{start, step, max}} runs an ablation, cumulative or variants design; a "
                              f"{self.design.kind} design lists its seeds (its plan is not built yet)")
         if list(self.seeds) != self.seed_plan.seeds:
-            raise ValueError(f"seeds: with seed_plan, seeds are first .. first + max - 1 = {self.seed_plan.seeds[0]} .. "
-                             f"{self.seed_plan.seeds[-1]}")
+            raise ValueError(f"seed_plan: the stored form of a plan {{start, step, max}} written under seeds, whose seeds "
+                             f"are {self.seed_plan.seeds[0]} .. {self.seed_plan.seeds[-1]}; write the plan under seeds")
         if isinstance(self.design, VariantsDesign) and any(v.seeds is not None for v in self.design.variants):
             raise ValueError("seeds: a plan {start, step, max} runs every variant on the plan's seeds; "
                              "remove the variants' own seeds")

@@ -47,7 +47,35 @@ def test_a_claim_stays_open_until_a_look_decides_it_and_is_final_after():
     # Only the first look has run: 'slow' is open, not yet inconclusive for good.
     first = {k: {s: v for s, v in d.items() if s < 3} for k, d in values.items()}
     _, early = sequential.judge(claims, first, PLAN)
-    assert not early["final"] and early["look"] == 3
+    assert not early["final"] and early["look"] == 3 and early["verdict"] == "open"
+    # A look half run (seed 3 of the look at 5, on both rows; seed 4 not yet) is not judged: the
+    # claim stays at the look of 3, open; at the plan's last look, half run, nothing is final.
+    partial = {k: {s: v for s, v in d.items() if s < 4} for k, d in values.items()}
+    _, half = sequential.judge(claims, partial, PLAN)
+    assert half["look"] == 3 and half["n_seeds"] == 3 and not half["final"]
+    noisy = {"base": base, "noisy": {s: v + rng.normal(0, 0.5) for s, v in base.items()}}
+    never = [("never", "noisy", "base", 0.0001)]  # a claim no look decides
+    (short,) = sequential.judge(never, {k: {s: v for s, v in d.items() if s < 8} for k, d in noisy.items()}, PLAN)
+    assert short["look"] == 7 and not short["final"] and short["verdict"] == "open"
+    (whole,) = sequential.judge(never, noisy, PLAN)
+    assert whole["look"] == 9 and whole["final"] and whole["verdict"] == "inconclusive"
+
+
+def test_the_dry_run_says_where_a_plan_stands():
+    """The plan's state in words, and each seed's: its looks run, the next, the later, the unrun."""
+    from foxwb.workbench.cli.seed_plan import standing_line, status_of
+
+    study = validate(StudySpec, {"name": "p", "base": MINI_BASE, "seeds": {"start": 3, "step": 2, "max": 9},
+                                 "design": ABLATION})
+    plan = study.seed_plan
+    assert "no look has run" in standing_line(study, None) and status_of(plan, 2, None) is None
+    assert "its first look has not finished" in standing_line(study, (0, False))
+    assert status_of(plan, 3, None) == "to run if a claim is still open after the look at 3 seeds"
+    assert "the next look (seeds 0-4)" in standing_line(study, (3, False))
+    assert status_of(plan, 4, (3, False)) == "to run: the plan's next look" and status_of(plan, 1, (3, False)) is None
+    assert status_of(plan, 6, (3, False)) == "to run if a claim is still open after the look at 5 seeds"
+    assert "it has ended" in standing_line(study, (5, True)) and "ended" in status_of(plan, 7, (5, True))
+    assert "ran to its last look" in standing_line(study, (9, True))
 
 
 def test_the_boundary_holds_alpha_over_the_looks_where_testing_at_alpha_does_not():
@@ -155,3 +183,15 @@ def test_a_confirmation_by_plan_adds_confirmation_seeds_until_the_claims_are_dec
     default = json.loads(out.stdout)["claims"]
     assert {(c["a"], c["b"]) for c in default} == {("one step", "FoX (Pro)"), ("validated more often", "FoX (Pro)")}
     assert all(c["default"] and c["sesoi"] == 0.01 for c in default)
+    by_name = wb("results", "cplan", "--workdir", tmp_path / "w", "--format", "json")  # the plan from the parent run's tags
+    assert by_name.returncode == 0, by_name.stderr[-2000:]
+    assert {c["name"]: (c["verdict"], c["look"], c["interval"]) for c in json.loads(by_name.stdout)["claims"]} == \
+        {n: (c["verdict"], c["look"], "seeds (sequential plan)") for n, c in claims.items()}
+    # The plan changed after its looks ran (seeds added after looking): refused, by the dry run too.
+    study["search"]["confirm"]["seeds"]["max"] = 6
+    path.write_text(yaml.safe_dump(study))
+    dry = wb("run", path, "--workdir", tmp_path / "w", "--dry-run")
+    assert dry.returncode == 2 and "REFUSED: seeds: study 'cplan' ran its looks under the plan" in dry.stdout, dry.stdout
+    again = wb("run", path, "--workdir", tmp_path / "w")
+    assert again.returncode != 0 and "ran its looks under the plan" in again.stderr + again.stdout, again.stderr[-2000:]
+    assert len(trial_runs(tmp_path / "w", "cplan")[1]) == 6 + 3 * look
