@@ -130,6 +130,7 @@ def _by_plan(claims: list[Claim], values: dict, plan: SeedPlan, info: table.Stud
                     "metric": metric, "test": "paired",
                     "default": c.default, "seeds_a": sorted(values.get(c.a, {})), "seeds_b": sorted(values.get(c.b, {})),
                     "note": note, "interval": "seeds (sequential plan)", "n_documents": None, "share_documents": None,
+                    "ci_level": 1 - r["alpha_look"],
                     "adjust": "holm"})
     return out
 
@@ -158,6 +159,7 @@ def judge(claim: Claim, values: dict[str, dict[int, float]], variants: dict[str,
               "p_value_raw": None, "p_equivalence_raw": None, "n_seeds": 0, "sesoi": claim.sesoi, "margin_loss": margin,
               "metric": metric, "test": "welch" if welch else "paired", "default": claim.default,
               "seeds_a": list(a), "seeds_b": list(b), "note": _rows_note(claim, a_row, b_row), "interval": "seeds",
+              "ci_level": 0.95,
               "n_documents": None, "share_documents": None}
     if not a or not b:
         missing = [n for n, v in ((claim.a, a), (claim.b, b)) if not v]

@@ -102,7 +102,7 @@ def test_each_verdict_is_reached():
     lo, hi = better["ci95"]
     assert lo < better["delta"] < hi and better["ci95_loss"][0] == pytest.approx(math.log1p(lo))
     assert better["n_seeds"] == 5 and better["seeds_a"] == SEEDS and better["metric"] == "val_loss"
-    assert better["margin_loss"] == pytest.approx(MARGIN) and better["test"] == "paired"
+    assert better["margin_loss"] == pytest.approx(MARGIN) and better["test"] == "paired" and better["ci_level"] == 0.95
     # A one-seed comparison has no test: inconclusive, and says why.
     one = study_claims(frame(seeds=[0]), info(), claims[:1])[0]
     assert one["verdict"] == "inconclusive" and one["p_value"] is None and "1 seed shared: no test" in one["note"]

@@ -175,6 +175,7 @@ def test_a_confirmation_by_plan_adds_confirmation_seeds_until_the_claims_are_dec
     assert claims["one step is worse"]["verdict"] == "worse" and claims["one step is worse"]["look"] == look
     assert claims["validating more changes nothing"]["verdict"] == "equivalent"
     assert all(c["metric"] == "test_loss" and c["seeds_a"] == list(range(1, look + 1)) for c in claims.values())
+    assert all(c["ci_level"] == pytest.approx(1 - c["alpha_look"]) for c in claims.values())
     # Without claims: one default claim per row against the base, at the default sesoi, stated.
     del study["claims"]
     path.write_text(yaml.safe_dump(study))
