@@ -10,6 +10,7 @@ The same loop runs each of a trial's N workers
 from __future__ import annotations
 
 import math
+import pickle
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -74,11 +75,24 @@ def write_checkpoint(path: Path, model_state: dict, optimizer_state: dict, state
     write_atomically(path, lambda tmp: torch.save(ckpt, tmp))
 
 
+def _load(path: Path, **kw) -> dict:
+    """A checkpoint holds tensors and plain data only (write_checkpoint), and is read so: one that
+    carries anything else (a pickled object, whose loading could run code) is refused, nothing in
+    it run."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, **kw)
+    except pickle.UnpicklingError as e:
+        what = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise TrainError(f"{path}: not a checkpoint of tensors and plain data ({what[:200]}); refused unread, nothing "
+                         "in it was run. Delete it (the trial then trains from its first step), or use another --out"
+                         ) from None
+
+
 def read_checkpoint(path: Path, spec_hash: str, total_steps: int | None = None) -> dict | None:
     """The checkpoint at ``path``; None for one of a finished training (``total_steps`` reached):
     that one holds the final weights, and running the trial again trains it from the first step
     rather than only evaluating them."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    ckpt = _load(path)
     if ckpt["spec_hash"] != spec_hash:
         raise TrainError(f"{path} belongs to spec {ckpt['spec_hash']}, not {spec_hash}; use another --out")
     if total_steps is not None and ckpt["step"] >= total_steps:
@@ -92,7 +106,7 @@ def checkpoint_step(path: Path) -> int | None:
     if not path.is_file():
         return None
     try:
-        return int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["step"])
+        return int(_load(path, mmap=True)["step"])
     except Exception:  # a checkpoint that cannot be read is not resumed: the trial says so when it runs
         return None
 

@@ -167,3 +167,32 @@ def test_a_port_out_of_range_is_refused_with_the_range(tmp_path, port):
     proc = wb("dashboard", "--workdir", tmp_path, "--serve", "--port", port, timeout=60)
     one_error(proc, "--port", 2)
     assert f"--port {port}: a port is 0-65535" in proc.stderr
+
+
+class _RunsCode:
+    """What a checkpoint must never do when read: its unpickling creates a file."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def test_a_checkpoint_that_carries_code_is_refused_unread(tmp_path):
+    """A checkpoint is read with weights_only: one holding a pickled object (here one whose loading
+    would create a file) is refused with a sentence naming the file, and nothing in it runs; the
+    dry run's step reader treats it as no checkpoint."""
+    import torch
+
+    from foxwb.workbench.train.loop import TrainError, checkpoint_step, read_checkpoint
+
+    marker, path = tmp_path / "ran", tmp_path / "checkpoint.pt"
+    torch.save({"model": {}, "optimizer": {}, "step": 3, "tokens": 96, "spec_hash": "abc",
+                "history": [_RunsCode(marker)]}, path)
+    with pytest.raises(TrainError, match=f"{path}: not a checkpoint of tensors and plain data .*refused unread"):
+        read_checkpoint(path, "abc")
+    assert checkpoint_step(path) is None and not marker.exists()
+    torch.save({"model": {"w": torch.ones(2)}, "optimizer": {"state": {}, "param_groups": [{"betas": (0.9, 0.95)}]},
+                "step": 3, "tokens": 96, "spec_hash": "abc", "history": [{"loss": 2.5}]}, path)
+    assert read_checkpoint(path, "abc")["step"] == 3 and checkpoint_step(path) == 3
