@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from foxwb.workbench.spec.base import Spec
-from foxwb.workbench.spec.seed_plan import SeedPlan, read_plan
+from foxwb.workbench.spec.seed_plan import SeedPlan, check_plan_seeds, plan_under_seeds
 from foxwb.workbench.spec.trial import Seeds
 
 
@@ -92,18 +92,12 @@ class ConfirmSpec(Spec):
     @model_validator(mode="before")
     @classmethod
     def _seeds_by_plan(cls, data):
-        if isinstance(data, dict) and isinstance(data.get("seeds"), dict):
-            if data.get("seed_plan") is not None:
-                raise ValueError("seeds: a plan {start, step, max} or a list, not both seeds and seed_plan")
-            plan = read_plan(data["seeds"], "seeds")
-            data = {**data, "seeds": plan.seeds, "seed_plan": plan.model_dump()}
-        return data
+        return plan_under_seeds(data)
 
     @model_validator(mode="after")
     def _seeds_are_the_plans(self):
-        if self.seed_plan is not None and list(self.seeds) != self.seed_plan.seeds:
-            raise ValueError(f"seed_plan: the stored form of a plan {{start, step, max}} written under seeds, whose seeds "
-                             f"are {self.seed_plan.seeds[0]} .. {self.seed_plan.seeds[-1]}; write the plan under seeds")
+        if self.seed_plan is not None:
+            check_plan_seeds(self.seeds, self.seed_plan)
         return self
 
 

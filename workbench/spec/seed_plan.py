@@ -55,3 +55,21 @@ def read_plan(data: dict, where: str) -> SeedPlan:
         inner = ".".join(str(p) for p in first["loc"])
         raise ValueError(f"{where}{'.' + inner if inner else ''}: {first['msg'].removeprefix('Value error, ')} "
                          f"(a plan is {FORM})") from None
+
+
+def plan_under_seeds(data):
+    """A spec's raw mapping with a plan written under ``seeds`` read into ``seed_plan``, ``seeds``
+    the plan's (the before-validator of a study and of a confirmation)."""
+    if isinstance(data, dict) and isinstance(data.get("seeds"), dict):
+        if data.get("seed_plan") is not None:
+            raise ValueError("seeds: a plan {start, step, max} or a list, not both seeds and seed_plan")
+        plan = read_plan(data["seeds"], "seeds")
+        data = {**data, "seeds": plan.seeds, "seed_plan": plan.model_dump()}
+    return data
+
+
+def check_plan_seeds(seeds: list[int], plan: SeedPlan) -> None:
+    """``seeds`` must be ``plan``'s (a dumped spec read back): else a ValueError saying what seed_plan is."""
+    if list(seeds) != plan.seeds:
+        raise ValueError(f"seed_plan: the stored form of a plan {{start, step, max}} written under seeds, whose seeds "
+                         f"are {plan.seeds[0]} .. {plan.seeds[-1]}; write the plan under seeds")

@@ -31,7 +31,7 @@ from foxwb.workbench.spec.counts import parse_count
 from foxwb.workbench.spec.errors import SpecError, check_file_kind, format_validation_error, read_yaml, validate
 from foxwb.workbench.spec.fields import PathError, set_path
 from foxwb.workbench.spec.search import SearchSpec
-from foxwb.workbench.spec.seed_plan import SeedPlan, read_plan
+from foxwb.workbench.spec.seed_plan import SeedPlan, check_plan_seeds, plan_under_seeds
 from foxwb.workbench.spec.trial import ModelSpec, Seeds, Spec, TrialSpec
 
 
@@ -241,12 +241,7 @@ class StudySpec(Spec):
     @model_validator(mode="before")
     @classmethod
     def _seeds_by_plan(cls, data):
-        if isinstance(data, dict) and isinstance(data.get("seeds"), dict):
-            if data.get("seed_plan") is not None:
-                raise ValueError("seeds: a plan {start, step, max} or a list, not both seeds and seed_plan")
-            plan = read_plan(data["seeds"], "seeds")
-            data = {**data, "seeds": plan.seeds, "seed_plan": plan.model_dump()}
-        return data
+        return plan_under_seeds(data)
 
     @model_validator(mode="before")
     @classmethod
@@ -273,9 +268,7 @@ class StudySpec(Spec):
         if not isinstance(self.design, (AblationDesign, CumulativeDesign, VariantsDesign)):
             raise ValueError(f"seeds: a plan {{start, step, max}} runs an ablation, cumulative or variants design; a "
                              f"{self.design.kind} design lists its seeds (its plan is not built yet)")
-        if list(self.seeds) != self.seed_plan.seeds:
-            raise ValueError(f"seed_plan: the stored form of a plan {{start, step, max}} written under seeds, whose seeds "
-                             f"are {self.seed_plan.seeds[0]} .. {self.seed_plan.seeds[-1]}; write the plan under seeds")
+        check_plan_seeds(self.seeds, self.seed_plan)
         if isinstance(self.design, VariantsDesign) and any(v.seeds is not None for v in self.design.variants):
             raise ValueError("seeds: a plan {start, step, max} runs every variant on the plan's seeds; "
                              "remove the variants' own seeds")
