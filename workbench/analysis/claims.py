@@ -9,12 +9,12 @@ carries them under ``claims``, the dashboard shows them on the study page (docs/
   unpaired (Welch) where A's or B's variant is declared ``test: welch``, as in the table.
 - **The margin**: the SESOI is relative in perplexity (0.01 = 1%); perplexity = exp(loss), so it is
   +-log(1 + sesoi) nats on the mean loss difference.
-- **p_value**: the two-sided test of the mean difference against 0; **p_equivalence**: two one-sided
+- **p_holm**: the two-sided test of the mean difference against 0; **p_equivalence_holm**: two one-sided
   tests (TOST) against the margin. Each is Holm-adjusted over the study's claims, in its own family,
   a comparison of the very same runs (and margin) counted once.
-- **The verdict**, at the study's alpha on the adjusted p: ``equivalent`` where p_equivalence < alpha
+- **The verdict**, at the study's alpha on the adjusted p: ``equivalent`` where p_equivalence_holm < alpha
   (the difference, significant or not, lies within the margin); else ``better`` (A's loss lower) or
-  ``worse`` where p_value < alpha; else ``inconclusive`` (fewer than 2 seeds: always).
+  ``worse`` where p_holm < alpha; else ``inconclusive`` (fewer than 2 seeds: always).
 - **Default claims**: a study that declares none gets one per compared row of its table against the
   row the table compares it with (the base), at ``DEFAULT_SESOI``.
 """
@@ -86,11 +86,12 @@ def default_claims(runs: pl.DataFrame, info: table.StudyInfo, metric: str) -> li
 
 
 def study_claims(runs: pl.DataFrame, info: table.StudyInfo, claims: list[Claim] | None = None,
-                 holm: bool = True, plan: SeedPlan | None = None) -> list[dict]:
+                 plan: SeedPlan | None = None) -> list[dict]:
     """Every claim's verdict (``claims``: the declared ones; None or []: the default claims), one
     dict per claim in their order: ``name``, ``verdict``, ``delta`` and ``ci95`` (relative in
-    perplexity, A over B, minus 1), ``delta_loss`` and ``ci95_loss`` (nats), ``p_value`` and
-    ``p_equivalence`` (Holm-adjusted unless ``holm`` is False; ``_raw`` beside them), ``n_seeds``,
+    perplexity, A over B, minus 1), ``delta_loss`` and ``ci95_loss`` (nats), ``p_holm`` and
+    ``p_equivalence_holm`` (Holm-adjusted over the claims; ``p_unadjusted`` and
+    ``p_equivalence_unadjusted`` beside them), ``n_seeds``,
     ``sesoi``, and what they were computed from (rows, seeds, metric, test). A study whose seeds are
     a ``plan`` is judged look by look instead (foxwb.workbench.analysis.sequential): ``look``,
     ``alpha_look`` and ``final`` say where each claim stands."""
@@ -106,13 +107,13 @@ def study_claims(runs: pl.DataFrame, info: table.StudyInfo, claims: list[Claim] 
     best = {} if info.confirm_seeds or info.design_kind in ("crossed", "scaling") else table.best_rows(table.normalise(runs))
     docs = _documents(frame) if metric == "test_loss" else {}
     out = [judge(c, values, variants, best, info, metric, docs) for c in claims]
-    for family, raw in (("p_value", "p_value_raw"), ("p_equivalence", "p_equivalence_raw")):
-        for record, adjusted in zip(out, _holm_distinct(out, raw, values) if holm else [r[raw] for r in out]):
+    for family, raw in (("p_holm", "p_unadjusted"), ("p_equivalence_holm", "p_equivalence_unadjusted")):
+        for record, adjusted in zip(out, _holm_distinct(out, raw, values)):
             record[family] = adjusted
     for record in out:
-        record["verdict"] = verdict(record["delta_loss"], record["p_value"], record["p_equivalence"], info.alpha)
-        record["adjust"] = "holm" if holm else "none"
-        if record["verdict"] == "equivalent" and record["p_value"] is not None and record["p_value"] < info.alpha:
+        record["verdict"] = verdict(record["delta_loss"], record["p_holm"], record["p_equivalence_holm"], info.alpha)
+        record["adjust"] = "holm"
+        if record["verdict"] == "equivalent" and record["p_holm"] is not None and record["p_holm"] < info.alpha:
             record["note"] = _join(record["note"], "a difference from 0 (p < alpha), but within the sesoi")
     return out
 
@@ -155,8 +156,8 @@ def judge(claim: Claim, values: dict[str, dict[int, float]], variants: dict[str,
     a, b = values.get(a_row, {}), values.get(b_row, {})
     welch = any(variants.get(r, r) in info.welch for r in (a_row, b_row) if r)
     record = {"name": claim.name, "a": claim.a, "b": claim.b, "a_row": a_row, "b_row": b_row, "verdict": None,
-              "delta": None, "ci95": None, "delta_loss": None, "ci95_loss": None, "p_value": None, "p_equivalence": None,
-              "p_value_raw": None, "p_equivalence_raw": None, "n_seeds": 0, "sesoi": claim.sesoi, "margin_loss": margin,
+              "delta": None, "ci95": None, "delta_loss": None, "ci95_loss": None, "p_holm": None, "p_equivalence_holm": None,
+              "p_unadjusted": None, "p_equivalence_unadjusted": None, "n_seeds": 0, "sesoi": claim.sesoi, "margin_loss": margin,
               "metric": metric, "test": "welch" if welch else "paired", "default": claim.default,
               "seeds_a": list(a), "seeds_b": list(b), "note": _rows_note(claim, a_row, b_row), "interval": "seeds",
               "ci_level": 0.95,
@@ -179,7 +180,7 @@ def judge(claim: Claim, values: dict[str, dict[int, float]], variants: dict[str,
             delta, half, p = crossed.delta, crossed.half_width, crossed.p
             eq = stats.tost_summary(crossed.delta, crossed.se, crossed.df, margin)
             record.update(interval="seeds x documents", n_documents=crossed.n_docs, share_documents=crossed.share_docs)
-    record.update(delta_loss=delta, p_value_raw=p, p_equivalence_raw=eq.p, n_seeds=n,
+    record.update(delta_loss=delta, p_unadjusted=p, p_equivalence_unadjusted=eq.p, n_seeds=n,
                   delta=None if delta is None else math.expm1(delta))
     if half is not None:
         record["ci95_loss"] = [delta - half, delta + half]
@@ -235,7 +236,7 @@ def _holm_distinct(records: list[dict], key: str, values: dict[str, dict[int, fl
     very same runs (a variant and its alias, a default claim and a declared one) with the same test
     (and, for equivalence, the same margin) are one test in the family and share its adjusted p."""
     def ident(r: dict):
-        margin = r["margin_loss"] if key == "p_equivalence_raw" else None
+        margin = r["margin_loss"] if key == "p_equivalence_unadjusted" else None
         return r["test"], tuple(values.get(r["a_row"] or "", {}).items()), tuple(values.get(r["b_row"] or "", {}).items()), margin
 
     firsts: dict = {}

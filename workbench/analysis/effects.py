@@ -29,7 +29,7 @@ def effects(rows: pl.DataFrame, axis_values: list[str]) -> list[dict]:
             continue  # a search's row (a crossed design tuned per cell): its confirmation row is the effect's
         entry = out.setdefault(r["variant"], {"variant": r["variant"], "vs": r["base_row"].rsplit(" [", 1)[0], "points": []})
         entry["points"].append({"point": r["search_point"], "n": r["paired_n"], "paired_delta": r["paired_delta"],
-                                "paired_sd": r["paired_sd"], "paired_ci95": r["paired_ci95"], "p_value": r["p_value"],
+                                "paired_sd": r["paired_sd"], "paired_ci95": r["paired_ci95"], "p_unadjusted": r["p_unadjusted"],
                                 "delta": r["delta"]})
     for entry in out.values():
         entry["points"].sort(key=lambda p: rank.get(p["point"], len(rank)))
@@ -78,7 +78,7 @@ def grid_effects(runs: pl.DataFrame, axes: list, metric: str) -> list[dict]:
                 p = stats.paired(mine, base)
                 means = [stats.mean_ci(v.values()).mean for v in (mine, base)]
                 entry["points"].append({"point": f"{path.split('.')[-1]}={b}", "n": p.n, "paired_delta": p.delta,
-                                        "paired_sd": p.sd, "paired_ci95": p.half_width, "p_value": p.p,
+                                        "paired_sd": p.sd, "paired_ci95": p.half_width, "p_unadjusted": p.p,
                                         "delta": None if None in means else means[0] - means[1]})
             _add_changes(entry["points"])
             out.append(entry)

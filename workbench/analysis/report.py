@@ -38,19 +38,19 @@ def _p_cell(p, alpha: float) -> str:
     return "" if p is None else f"{p:.3g}{'*' if p < alpha else ''}"
 
 
-def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = False, split: str | None = None) -> list[str]:
+def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = True, split: str | None = None) -> list[str]:
     """The table as text lines: a header naming the base (and ``split``: the documents the metric
-    was read on), the columns, then the footnotes."""
+    was read on), the columns, then the footnotes. ``holm``: the p column Holm-adjusted over the
+    distinct comparisons (the default, as on the dashboard), else unadjusted."""
     search = (table["search_point"] != "").any() if table.height else False
     # Trials of more than one worker (Ray Train): how many, per row; one-process studies show no column.
-    several = table.height > 0 and any(w not in (None, "1") for w in table["workers"].to_list())
+    several = table.height > 0 and any(w not in (None, [1]) for w in table["workers"].to_list())
     chosen = table.height > 0 and any(c is not None for c in table["chosen"].to_list())
     welch = table.height > 0 and "welch" in table["test"].to_list()
     head = ["row"] + (["chosen"] if chosen else []) + ["seeds", f"{metric} mean", "95% CI", "delta"] + (["vs"] if search else []) + [
-        "paired or Welch delta ± 95% CI (n)" if welch else "paired delta ± 95% CI (n)", "p (Holm)" if holm else "p", "MDE", "runs", "spikes", "kinds"] + (
+        "paired or Welch delta ± 95% CI (n)" if welch else "paired delta ± 95% CI (n)", "p (Holm)" if holm else "p (unadjusted)", "MDE", "runs", "spikes", "kinds"] + (
         ["workers"] if several else [])
-    lines = [head]
-    for r in table.iter_rows(named=True):
+    def cells(r: dict, chosen: bool) -> list[str]:
         seeds = f"{r['n_seeds']}/{r['seeds_expected']}!" if r["fewer_seeds"] else str(r["n_seeds"])
         delta = "base" if r["comparison"] == "base" else _num(r["delta"], "+.3f", "—")
         paired = ""
@@ -61,14 +61,26 @@ def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = 
         vs = [r["base_row"] or "—"] if search else []
         if search and r["comparison"] == "base":
             vs = [""]
-        lines.append([r["row"], *([r["chosen"] or ""] if chosen else []), seeds, _num(r["mean"]), _num(r["ci95"], ".3f", "n/a" if r["n_seeds"] else ""), delta,
-                      *vs, paired, _p_cell(r["p_holm"] if holm else r["p_value"], info.alpha), _num(r["mde"]),
-                      _runs_cell(r), _spike_cell(r), r["kinds"] or "", *([r["workers"] or ""] if several else [])])
-    widths = [max(len(line[c]) for line in lines) for c in range(len(head))]
-    text = ["  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]).rstrip()
-            for line in lines]
+        return [r["row"], *([r["chosen"] or ""] if chosen else []), seeds, _num(r["mean"]), _num(r["ci95"], ".3f", "n/a" if r["n_seeds"] else ""), delta,
+                *vs, paired, _p_cell(r["p_holm"] if holm else r["p_unadjusted"], info.alpha), _num(r["mde"]),
+                _runs_cell(r), _spike_cell(r), r["kinds"] or "", *([", ".join(map(str, r["workers"] or []))] if several else [])]
+
+    rows = table.to_dicts()
+    # A tune-then-confirm study: its confirmation rows are the table; the search they were chosen on beside it.
+    parts = [(None, [r for r in rows if r["chosen"] is not None]),
+             ("search, beside the table: the runs each point was chosen on (one seed each; the choice read "
+              "the select split's val_loss)", [r for r in rows if r["chosen"] is None])] if chosen else [(None, rows)]
+    text = []
+    for title, part in parts:
+        if not part:
+            continue
+        columns = [c for c in head if c != "chosen"] if title else head
+        lines = [columns] + [cells(r, chosen and not title) for r in part]
+        widths = [max(len(line[c]) for line in lines) for c in range(len(columns))]
+        text += ([""] + [title] if title else []) + [
+            "  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]).rstrip() for line in lines]
     return [f"study {info.name!r}: {metric}, mean and 95% CI (Student t) over seeds; base {info.base!r} ({info.base_from}); "
-            f"alpha {info.alpha:g}"] + ([f"  {split}"] if split else []) + text + footnotes(table, info, holm, search, chosen)
+            f"alpha {info.alpha:g}"] + ([f"  {split}"] if split else []) + text + [""] * chosen + footnotes(table, info, holm, search, chosen)
 
 
 def chosen_note(info: StudyInfo) -> str:
@@ -77,8 +89,8 @@ def chosen_note(info: StudyInfo) -> str:
     return (f"chosen: a confirmation row's searched values, {each} best search point, run on the "
             f"confirmation seeds {info.confirm_seeds}; it is compared with the base's confirmation row"
             + (" at the same point" if info.design_kind == "crossed" else "")
-            + ", at the base's own choice (the two may differ); its search rows stay below it, one seed each "
-            "(the chosen point's row counts the confirmation's seeds too, the same trials)")
+            + ", at the base's own choice (the two may differ); the search rows, one seed each, are "
+            "shown apart from the table (the chosen point's search row counts the confirmation's seeds too, the same trials)")
 
 
 def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, chosen: bool = False) -> list[str]:
@@ -86,7 +98,9 @@ def footnotes(table: pl.DataFrame, info: StudyInfo, holm: bool, search: bool, ch
     notes = ["delta: mean minus the mean of the base's row"
              + (" it is compared with (vs)" if search else "")
              + "; paired: the mean of the per-seed differences from it and their 95% t CI over the seeds both have (n); "
-             f"p: two-sided paired t-test{', Holm-adjusted over the distinct comparisons' if holm else ''}, * below alpha; "
+             + ("p (Holm): two-sided paired t-test, Holm-adjusted over the distinct comparisons (`--p unadjusted`: each alone)"
+                if holm else "p (unadjusted): two-sided paired t-test, each comparison alone (the default, `--p holm`, adjusts over them)")
+             + ", * below alpha; "
              f"MDE: the smallest true difference that test detects with 80% power at alpha {info.alpha:g}, "
              "given the spread of the differences and n (docs/statistics.md)"]
     if any(r["test"] == "welch" for r in rows):
@@ -287,7 +301,7 @@ def effect_lines(about: dict) -> list[str]:
                 lines.append(f"    {p['point']}: no seed shared with the base")
                 continue
             text = (f"    {p['point']}: {p['paired_delta']:+.4g} +- {_num(p['paired_ci95'], '.3g', 'n/a')} "
-                    f"(n {p['n']}, p {_num(p['p_value'], '.3g', 'n/a')})")
+                    f"(n {p['n']}, p {_num(p['p_unadjusted'], '.3g', 'n/a')})")
             c = p.get("change")
             if c and c["difference"] is not None:
                 text += (f"; change from {c['from']}: {c['difference']:+.4g} +- {_num(c['ci95'], '.3g', 'n/a')} "
@@ -313,18 +327,17 @@ def claim_lines(claims: list[dict], alpha: float) -> list[str]:
     if not claims:
         return ["claims: none judged (no finished run records test_loss or val_loss)", ""]
     c0 = claims[0]
-    adjusted = c0["adjust"] == "holm"
     level = c0.get("alpha_look")
     head = [["claim", "A vs B", "verdict", "delta ppl", "delta loss", f"{100 * (1 - level):.1f}% CI (ppl)" if level else "95% CI (ppl)",
-             "p (Holm)" if adjusted else "p", "p equiv (Holm)" if adjusted else "p equiv", "n", "sesoi"]]
+             "p (Holm)", "p equiv (Holm)", "n", "sesoi"]]
     for c in claims:
         ci = f"[{_pct(c['ci95'][0])}, {_pct(c['ci95'][1])}]" if c["ci95"] else ("n/a" if c["n_seeds"] else "")
         n = f"W {len(c['seeds_a'])} & {len(c['seeds_b'])}" if c["test"] == "welch" else str(c["n_seeds"])
         if c.get("interval") == "seeds x documents":
             n += f" x {c['n_documents']}d"
         head.append([c["name"], f"{c['a_row'] or c['a']} vs {c['b_row'] or c['b']}", c["verdict"], _pct(c["delta"]),
-                     _num(c["delta_loss"], "+.4f"), ci, _p_claim(c["p_value"], c.get("alpha_look") or alpha),
-                     _p_claim(c["p_equivalence"], c.get("alpha_look") or alpha),
+                     _num(c["delta_loss"], "+.4f"), ci, _p_claim(c["p_holm"], c.get("alpha_look") or alpha),
+                     _p_claim(c["p_equivalence_holm"], c.get("alpha_look") or alpha),
                      n, f"{100 * c['sesoi']:g}%"])
     widths = [max(len(line[i]) for line in head) for i in range(len(head[0]))]
     # Indented: a line that starts with a row's name is the study table's (a default claim is named by its row).
@@ -333,12 +346,12 @@ def claim_lines(claims: list[dict], alpha: float) -> list[str]:
     metric = c0["metric"]
     basis = "the test split" if metric == "test_loss" else "the select split (these runs predate the test split)"
     family = (f"Holm-adjusted over the {len(claims)} claims, differences and equivalences apart" if len(claims) > 1
-              else "Holm over 1 claim: unadjusted") if adjusted else "unadjusted"
+              else "Holm over 1 claim: unadjusted")
     crossed = [c for c in claims if c.get("interval") == "seeds x documents"]
     pairing = ("paired by seed and test document, both as samples" if len(crossed) == len(claims) else
                "paired by seed, and by test document where n counts documents (x Nd)" if crossed else "paired by seed")
     lines = [f"claims: A against B on {metric}, {basis}; differences A - B ({pairing}; W: Welch's, unpaired); "
-             f"alpha {alpha:g}; p and p equiv {family}"] + text
+             f"alpha {alpha:g}; p (Holm) and p equiv (Holm) {family}; the JSON has p_unadjusted beside"] + text
     lines.append(f"verdict: {RULE} (docs/statistics.md); p below 1e-6 is shown as <1e-6 (the t tail is not "
                  "trusted that far out; the JSON keeps the number)")
     if c0.get("alpha_look") is not None:

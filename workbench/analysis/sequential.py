@@ -81,12 +81,12 @@ def judge(claims: list[tuple[str, str, str, float]], values: dict[str, dict[int,
     record per claim: ``verdict`` (``inconclusive`` where no look decided it by the last, ``open``
     while a later look may), ``final`` (decided,
     or the plan's last look reached), ``look`` (the seeds of its last look), ``alpha_look``,
-    ``delta_loss``, ``ci95_loss`` (the 1 - alpha' interval), ``p_value``, ``p_equivalence``
-    (Holm-adjusted at that look), ``n_seeds``."""
+    ``delta_loss``, ``ci95_loss`` (the 1 - alpha' interval), ``p_holm``, ``p_equivalence_holm``
+    (Holm-adjusted at that look; ``p_unadjusted``, ``p_equivalence_unadjusted`` before), ``n_seeds``."""
     level = nominal_alpha(plan, alpha)
     records = [{"name": name, "a_row": a, "b_row": b, "sesoi": sesoi, "margin_loss": loss_effect_of_ppl_fraction(sesoi),
                 "verdict": None, "final": False, "look": None, "alpha_look": level, "delta_loss": None, "ci95_loss": None,
-                "p_value": None, "p_equivalence": None, "p_value_raw": None, "p_equivalence_raw": None, "n_seeds": 0}
+                "p_holm": None, "p_equivalence_holm": None, "p_unadjusted": None, "p_equivalence_unadjusted": None, "n_seeds": 0}
                for name, a, b, sesoi in claims]
     for n in plan.looks:
         seen, seeds = [], set(plan.seeds_at(n))
@@ -103,8 +103,8 @@ def judge(claims: list[tuple[str, str, str, float]], values: dict[str, dict[int,
         p = holm([look["p"] for _, look in seen])
         p_eq = holm([look["p_equivalence"] for _, look in seen])
         for (r, look), p_adj, eq_adj in zip(seen, p, p_eq):
-            r.update(look=n, delta_loss=look["delta"], ci95_loss=look["ci"], p_value=p_adj, p_equivalence=eq_adj,
-                     p_value_raw=look["p"], p_equivalence_raw=look["p_equivalence"], n_seeds=look["n"])
+            r.update(look=n, delta_loss=look["delta"], ci95_loss=look["ci"], p_holm=p_adj, p_equivalence_holm=eq_adj,
+                     p_unadjusted=look["p"], p_equivalence_unadjusted=look["p_equivalence"], n_seeds=look["n"])
             r["verdict"] = decided(p_adj, eq_adj, look["delta"], level)
             r["final"] = r["verdict"] is not None or n == plan.max
     for r in records:

@@ -44,12 +44,12 @@ SCHEMA = {
     "base_row": pl.String, "comparison": pl.String, "delta": pl.Float64, "paired_n": pl.Int64,
     "paired_delta": pl.Float64, "paired_sd": pl.Float64, "paired_ci95": pl.Float64, "test": pl.String,
     "welch_ci95": pl.Float64, "welch_df": pl.Float64, "base_n_seeds": pl.Int64, "base_sd": pl.Float64,
-    "p_value": pl.Float64, "p_holm": pl.Float64,
+    "p_unadjusted": pl.Float64, "p_holm": pl.Float64,
     "mde": pl.Float64, "finished": pl.Int64, "failed": pl.Int64, "killed": pl.Int64, "running": pl.Int64,
     "stopped": pl.Int64, "to_run": pl.Int64, "reasons": pl.List(pl.String), "runs_spiked": pl.Int64,
     "grad_spikes": pl.Int64, "loss_spikes": pl.Int64, "grad_norm_max": pl.Float64, "grad_norm_max_ratio": pl.Float64,
     "kinds": pl.String, **{f"slot.{s}": pl.String for s in ATTENTION_SLOTS}, "n_params": pl.Int64,
-    "workers": pl.String, "eval_sequences": pl.Int64, "eval_sequences_asked": pl.Int64,
+    "workers": pl.List(pl.Int64), "eval_sequences": pl.Int64, "eval_sequences_asked": pl.Int64,
 }
 
 
@@ -339,10 +339,10 @@ def holm_distinct(records: list[dict], values: dict[str, dict[int, float]]) -> l
 
     firsts: dict = {}
     for i, r in enumerate(records):
-        if r.get("p_value") is not None:
+        if r.get("p_unadjusted") is not None:
             firsts.setdefault(key(r), i)
-    adjusted = dict(zip(firsts.values(), stats.holm([records[i]["p_value"] for i in firsts.values()])))
-    return [adjusted[firsts[key(r)]] if r.get("p_value") is not None else None for r in records]
+    adjusted = dict(zip(firsts.values(), stats.holm([records[i]["p_unadjusted"] for i in firsts.values()])))
+    return [adjusted[firsts[key(r)]] if r.get("p_unadjusted") is not None else None for r in records]
 
 
 def chosen_values(row: str, point: str, info: StudyInfo) -> str | None:
@@ -391,11 +391,11 @@ def compare(row: str, variant: str, point: str, values: dict, best: dict, info: 
         w = stats.welch_summary(a.mean, a.sd, a.n, b.mean, b.sd, b.n)
         mde = stats.mde_welch(a.sd, a.n, b.sd, b.n, info.alpha) if a.n >= 2 and b.n >= 2 else None
         return {**out, "test": "welch", "welch_ci95": w.half_width, "welch_df": w.df, "base_n_seeds": b.n,
-                "base_sd": b.sd, "p_value": w.p, "mde": mde}
+                "base_sd": b.sd, "p_unadjusted": w.p, "mde": mde}
     p = stats.paired(mine, theirs)
     mde = stats.mde_paired(p.sd, p.n, info.alpha) if p.n >= 2 else None
     return {**out, "test": "paired", "paired_n": p.n, "paired_delta": p.delta, "paired_sd": p.sd,
-            "paired_ci95": p.half_width, "p_value": p.p, "mde": mde}
+            "paired_ci95": p.half_width, "p_unadjusted": p.p, "mde": mde}
 
 
 def from_runs(mine: pl.DataFrame, planned: bool, expected: int | None) -> dict:
@@ -424,11 +424,12 @@ def eval_sequences(mine: pl.DataFrame) -> dict:
     return {"eval_sequences": int(done["eval_sequences"].min()), "eval_sequences_asked": int(done["eval_sequences_asked"].max())}
 
 
-def workers(mine: pl.DataFrame) -> str | None:
-    """The worker counts the row's runs trained on ("1", "2", "1, 2"); None without runs."""
+def workers(mine: pl.DataFrame) -> list[int] | None:
+    """The worker counts the row's runs trained on ([1], [2], [1, 2]: numbers, in the JSON too);
+    None without runs."""
     if not mine.height or "workers" not in mine.columns:
         return None
-    return ", ".join(str(n) for n in sorted(set(mine["workers"].fill_null(1).to_list())))
+    return sorted(set(mine["workers"].fill_null(1).to_list()))
 
 
 def _state(attempts: pl.DataFrame) -> tuple[str, dict]:

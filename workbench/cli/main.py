@@ -115,8 +115,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--metric",
                    help="a final metric of the trials (default test_ppl, the test split's, or val_ppl where the runs "
                         "predate it; e.g. test_loss, val_ppl, tokens_per_s, mfu)")
-    p.add_argument("--holm", action="store_true",
-                   help="adjust the rows' paired p-values for the many comparisons (Holm-Bonferroni)")
+    p.add_argument("--p", choices=["holm", "unadjusted"], default="holm",
+                   help="the table's p: holm (default, as on the dashboard: Holm-adjusted over the distinct "
+                        "comparisons) or unadjusted (each comparison alone); the JSON carries both, p_holm and p_unadjusted")
     p.add_argument("--format", choices=["table", "csv", "parquet", "json"], default="table",
                    help="table (text, default), csv, parquet or json (an object whose rows are the table's rows)")
     p.add_argument("--out", help="write to this file instead of stdout (parquet needs one)")

@@ -39,7 +39,7 @@ def command(args: argparse.Namespace) -> int:
     rows = table.study_table(runs, info, args.metric)
     about = {"study": name, "metric": args.metric, "metric_split": table.split_note(runs, args.metric),
              "small_test_sets": table.small_test_sets(runs), "base": info.base, "base_from": info.base_from,
-             "alpha": info.alpha, "holm": args.holm, "seeds": info.seeds}
+             "alpha": info.alpha, "p": "p_holm" if args.p == "holm" else "p_unadjusted", "seeds": info.seeds}
     if info.variant_seeds:
         about["variant_seeds"] = info.variant_seeds
     # Each claim's verdict (the declared ones, else one per compared row at the default sesoi), first.
@@ -59,7 +59,7 @@ def command(args: argparse.Namespace) -> int:
             loud.append(f"stale: {len(about['stale'])} finished trial(s) of {', '.join(rows_named)} ran with component code "
                         f"changed since (docs/models.md, \"Stale results\"): `wb run {args.study[0]} --rerun stale`")
         lines = (loud + report.claim_lines(about["claims"], info.alpha)
-                 + report.table_lines(rows, info, args.metric, args.holm, about["metric_split"]))
+                 + report.table_lines(rows, info, args.metric, args.p == "holm", about["metric_split"]))
         if info.design_kind == "scaling":
             lines += report.fit_lines(about)
         lines += report.effect_lines(about)

@@ -105,7 +105,7 @@ def test_each_verdict_is_reached():
     assert better["margin_loss"] == pytest.approx(MARGIN) and better["test"] == "paired" and better["ci_level"] == 0.95
     # A one-seed comparison has no test: inconclusive, and says why.
     one = study_claims(frame(seeds=[0]), info(), claims[:1])[0]
-    assert one["verdict"] == "inconclusive" and one["p_value"] is None and "1 seed shared: no test" in one["note"]
+    assert one["verdict"] == "inconclusive" and one["p_holm"] is None and "1 seed shared: no test" in one["note"]
 
 
 def test_the_verdict_rule_and_its_precedence():
@@ -115,7 +115,7 @@ def test_the_verdict_rule_and_its_precedence():
     # Both a difference from 0 and within the margin: equivalent, and the note says it is a real, small difference.
     tight = {"base": (0.0, [0] * 5), "small": (0.003, [0.0001, -0.0001, 0.0, 0.0001, -0.0001])}
     (r,) = study_claims(frame(tight), info(tight), [Claim("small", "small", "base", 0.01)])
-    assert r["verdict"] == "equivalent" and r["p_value"] < 0.05 and "within the sesoi" in r["note"]
+    assert r["verdict"] == "equivalent" and r["p_holm"] < 0.05 and "within the sesoi" in r["note"]
 
 
 def test_holm_adjusts_each_family_over_the_claims():
@@ -123,15 +123,14 @@ def test_holm_adjusts_each_family_over_the_claims():
     shifts = {"base": (0.0, [0] * 5), "a": (0.012, [0.01, -0.01, 0.005, -0.006, 0.001]),
               "b": (0.0125, [0.011, -0.01, 0.004, -0.006, 0.001])}
     claims = [Claim("a", "a", "base", 0.001), Claim("b", "b", "base", 0.001)]
-    raw = study_claims(frame(shifts), info(shifts), claims, holm=False)
     held = study_claims(frame(shifts), info(shifts), claims)
-    assert all(r["p_value"] < 0.05 and r["verdict"] == "worse" and r["adjust"] == "none" for r in raw)
-    assert [r["p_value"] for r in held] == stats.holm([r["p_value_raw"] for r in held])
-    assert [r["p_equivalence"] for r in held] == stats.holm([r["p_equivalence_raw"] for r in held])
-    assert all(r["p_value"] > 0.05 and r["verdict"] == "inconclusive" and r["adjust"] == "holm" for r in held)
+    assert all(r["p_unadjusted"] < 0.05 for r in held)  # each alone would be "worse"
+    assert [r["p_holm"] for r in held] == stats.holm([r["p_unadjusted"] for r in held])
+    assert [r["p_equivalence_holm"] for r in held] == stats.holm([r["p_equivalence_unadjusted"] for r in held])
+    assert all(r["p_holm"] > 0.05 and r["verdict"] == "inconclusive" and r["adjust"] == "holm" for r in held)
     # The same comparison declared twice is one test in the family: no penalty for repeating it.
     twice = study_claims(frame(shifts), info(shifts), [claims[0], Claim("a again", "a", "base", 0.001)])
-    assert twice[0]["p_value"] == twice[1]["p_value"] == twice[0]["p_value_raw"]
+    assert twice[0]["p_holm"] == twice[1]["p_holm"] == twice[0]["p_unadjusted"]
 
 
 def test_a_study_without_claims_gets_one_per_row_against_the_base():
@@ -162,7 +161,7 @@ def test_a_welch_row_is_judged_unpaired_and_an_unfinished_row_is_inconclusive():
 
 def test_the_json_fields():
     record = study_claims(frame(), info())[0]
-    assert {"name", "verdict", "delta", "ci95", "p_value", "p_equivalence", "n_seeds", "sesoi"} <= set(record)
+    assert {"name", "verdict", "delta", "ci95", "p_holm", "p_equivalence_holm", "p_unadjusted", "n_seeds", "sesoi"} <= set(record)
     assert {"a", "b", "metric", "default", "delta_loss", "ci95_loss"} <= set(record)
 
 
@@ -188,14 +187,14 @@ def test_wb_results_gives_declared_and_default_claims_their_verdicts(quickstart,
             json.loads(Path(client.download_artifacts(r.info.run_id, "test_documents.json", str(tmp_path))).read_text())
             for r in runs}
     for c, (a, b) in zip(claims, (("FoX (Pro)", "FoX (Pro) - forget gate"), ("FoX (Pro) - KV-shift", "FoX (Pro)"))):
-        assert {"name", "verdict", "delta", "ci95", "p_value", "p_equivalence", "n_seeds", "sesoi"} <= set(c)
+        assert {"name", "verdict", "delta", "ci95", "p_holm", "p_equivalence_holm", "p_unadjusted", "n_seeds", "sesoi"} <= set(c)
         assert c["verdict"] in VERDICTS and c["metric"] == "test_loss" and c["n_seeds"] == 2 and not c["default"]
         assert c["interval"] == "seeds x documents" and c["n_documents"] == len(docs[(a, 0)]["doc_loss"]) >= 2
         d = [loss[(a, s)] - loss[(b, s)] for s in (0, 1)]
         assert c["delta_loss"] == pytest.approx(np.mean(d), abs=1e-9) and c["delta"] == pytest.approx(math.expm1(np.mean(d)))
         diffs = np.array([np.subtract(docs[(a, s)]["doc_loss"], docs[(b, s)]["doc_loss"]) for s in (0, 1)])
         crossed = doc_interval.crossed(diffs, np.array(docs[(a, 0)]["doc_tokens"]))
-        assert c["p_value_raw"] == pytest.approx(crossed.p) and c["ci95_loss"][1] - c["delta_loss"] == pytest.approx(crossed.half_width)
+        assert c["p_unadjusted"] == pytest.approx(crossed.p) and c["ci95_loss"][1] - c["delta_loss"] == pytest.approx(crossed.half_width)
     # The same study without claims: one default claim per row against the base, stated in the text.
     text = wb("results", ROOT / "studies/quickstart.yaml", "--workdir", workdir)
     assert text.returncode == 0, text.stderr[-2000:]

@@ -13,7 +13,7 @@ def test_the_change_runs_along_the_first_value_at_the_same_others():
     delta = {p: 0.1 * i for i, p in enumerate(axis)}
     rows = pl.DataFrame([{"variant": "FoX", "search_point": p, "comparison": SAME_POINT, "base_row": f"T [{p}]",
                           "paired_n": 3, "paired_delta": delta[p], "paired_sd": 0.05 + 0.01 * i, "paired_ci95": 0.2,
-                          "p_value": 0.5, "delta": delta[p]} for i, p in enumerate(axis)])
+                          "p_unadjusted": 0.5, "delta": delta[p]} for i, p in enumerate(axis)])
     (entry,) = effects(rows, axis)
     change = {p["point"]: p["change"] for p in entry["points"]}
     # The smallest size at each budget has nothing before it along the size.

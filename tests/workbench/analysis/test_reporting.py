@@ -168,7 +168,7 @@ def test_deltas_per_search_point_equal_the_store_by_hand(grid_search):
         sd = abs(diffs[0] - diffs[1]) / math.sqrt(2)
         assert r["paired_delta"] == pytest.approx(sum(diffs) / 2)
         assert r["paired_ci95"] == pytest.approx(12.706204736174698 * sd / math.sqrt(2))  # t(0.975, 1)
-        assert r["p_value"] == pytest.approx(sps.ttest_rel(mine, base).pvalue)
+        assert r["p_unadjusted"] == pytest.approx(sps.ttest_rel(mine, base).pvalue)
         assert r["ci95"] == pytest.approx(12.706204736174698 * sps.tstd(mine) / math.sqrt(2))
         # The MDE is the effect the paired test detects with 80% power: scipy's noncentral t says so
         # (both tails; the lower one as P(T > c | -ncp), by symmetry).
@@ -179,10 +179,10 @@ def test_deltas_per_search_point_equal_the_store_by_hand(grid_search):
         assert r["kinds"] == "forget_gate=bias_only" and rows[f"{BASE} [lr={lr}]"]["kinds"] == ""
         assert r["finished"] == 2 and r["failed"] == 0 and not r["fewer_seeds"]
         assert r["runs_spiked"] is not None and r["grad_norm_max"] > 0
-    # Holm: the two p-values adjusted by hand (m = 2).
-    rc, out = wb_here("results", path, "--workdir", workdir, "--format", "json", "--holm")
-    holm = {r["row"]: r["p_holm"] for r in json.loads(out)["rows"] if r["p_holm"] is not None}
-    ps = sorted((r["p_value"], row) for row, r in rows.items() if r["p_value"] is not None)
+    # Holm: the two p-values adjusted by hand (m = 2); the JSON carries both, and says which the table shows.
+    assert doc["p"] == "p_holm"
+    holm = {row: r["p_holm"] for row, r in rows.items() if r["p_holm"] is not None}
+    ps = sorted((r["p_unadjusted"], row) for row, r in rows.items() if r["p_unadjusted"] is not None)
     assert holm[ps[0][1]] == pytest.approx(min(1, 2 * ps[0][0]))
     assert holm[ps[1][1]] == pytest.approx(max(min(1, 2 * ps[0][0]), ps[1][0]))
 
@@ -200,6 +200,16 @@ def test_the_text_table_by_name_and_by_file_agree(grid_search):
     line = next(l for l in by_file.stdout.splitlines() if l.startswith("forget_gate=bias_only [lr=0.01] "))
     delta = sum(values[("forget_gate=bias_only [lr=0.01]", s)] - values[(f"{BASE} [lr=0.01]", s)] for s in (0, 1)) / 2
     assert f"{delta:+.3f}" in line and "forget_gate=bias_only" in line.split()[-1]
+    # One default p, the dashboard's: Holm-adjusted; the unadjusted one on request, named so.
+    doc = json.loads(wb_here("results", path, "--workdir", workdir, "--format", "json")[1])
+    p_of = lambda text: next(l for l in text.splitlines() if l.startswith("forget_gate=bias_only [lr=0.01] "))
+    held = next(r for r in doc["rows"] if r["row"] == "forget_gate=bias_only [lr=0.01]")
+    header = lambda text: next(l for l in text.splitlines() if l.startswith("row "))
+    assert " p (Holm) " in header(by_name) and "p (Holm): two-sided paired t-test, Holm-adjusted" in by_name
+    assert f"{held['p_holm']:.3g}" in p_of(by_name)
+    rc, unadjusted = wb_here("results", "grid_search", "--workdir", workdir, "--p", "unadjusted")
+    assert rc == 0 and " p (unadjusted) " in header(unadjusted) and " p (Holm) " not in header(unadjusted)
+    assert f"{held['p_unadjusted']:.3g}" in p_of(unadjusted)
     rc, out, err = wb_err("results", path, "--workdir", workdir, "--base", "nonexistent")
     assert rc == 2 and "--base 'nonexistent' is not a variant of study 'grid_search'" in err
     assert "'forget_gate=bias_only'" in err and not out
@@ -219,7 +229,7 @@ def test_export_round_trips_through_polars(grid_search, tmp_path):
         elif fmt == "csv":
             back = pl.read_csv(target)
             assert back["row"].to_list() == ROWS
-            for column in ("mean", "ci95", "delta", "paired_delta", "p_value", "mde"):
+            for column in ("mean", "ci95", "delta", "paired_delta", "p_unadjusted", "mde"):
                 for a, b in zip(back[column].to_list(), rows[column].to_list()):
                     assert (a is None and b is None) or a == pytest.approx(b, rel=1e-12)
             # Each row's per-seed values, one string in CSV: the very numbers the statistics come from.

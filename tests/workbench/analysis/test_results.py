@@ -200,7 +200,7 @@ def test_a_row_declared_welch_is_compared_unpaired_over_all_the_seeds_of_each():
     table = {r["row"]: r for r in study_table(runs, info).iter_rows(named=True)}
     noisy, close = table["noisy"], table["close"]
     assert noisy["test"] == "welch" and noisy["paired_n"] is None and (noisy["n_seeds"], noisy["base_n_seeds"]) == (12, 4)
-    assert noisy["p_value"] == pytest.approx(sps.ttest_ind(values["noisy"], values["base"], equal_var=False).pvalue, rel=1e-10)
+    assert noisy["p_unadjusted"] == pytest.approx(sps.ttest_ind(values["noisy"], values["base"], equal_var=False).pvalue, rel=1e-10)
     assert noisy["delta"] == pytest.approx(values["noisy"].mean() - values["base"].mean())
     assert noisy["mde"] == pytest.approx(stats.mde_welch(values["noisy"].std(ddof=1), 12, values["base"].std(ddof=1), 4))
     assert close["test"] == "paired" and close["paired_n"] == 4
@@ -258,17 +258,17 @@ def test_holm_counts_each_distinct_comparison_once():
                      choice={"base": "lr=0.01", "x": "lr=0.01", "z": "lr=0.01"})
     rows = {r["row"]: r for r in study_table(pl.DataFrame(runs), info, "val_loss").iter_rows(named=True)}
     same = ["x", "y", "x [lr=0.01]", "y [lr=0.01]"]
-    assert len({rows[r]["p_value"] for r in same}) == 1 and len({rows[r]["p_holm"] for r in same}) == 1
+    assert len({rows[r]["p_unadjusted"] for r in same}) == 1 and len({rows[r]["p_holm"] for r in same}) == 1
     # The distinct comparisons: x and z at each lr, against the base at that lr.
-    distinct = sorted(rows[r]["p_value"] for r in ("x", "z", "x [lr=0.001]", "z [lr=0.001]"))
-    assert len({p for r in rows.values() if (p := r["p_value"]) is not None}) == 4
+    distinct = sorted(rows[r]["p_unadjusted"] for r in ("x", "z", "x [lr=0.001]", "z [lr=0.001]"))
+    assert len({p for r in rows.values() if (p := r["p_unadjusted"]) is not None}) == 4
     adjusted, running = {}, 0.0
     for rank, p in enumerate(distinct):
         running = max(running, min(1.0, (4 - rank) * p))
         adjusted[p] = running
     for row in rows.values():
-        if row["p_value"] is not None:
-            assert row["p_holm"] == adjusted[row["p_value"]], row["row"]
+        if row["p_unadjusted"] is not None:
+            assert row["p_holm"] == adjusted[row["p_unadjusted"]], row["row"]
 
 
 def test_a_ladder_read_by_name_keeps_the_axis_order():

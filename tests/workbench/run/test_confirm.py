@@ -120,6 +120,13 @@ def test_tune_then_confirm_chooses_from_the_search_runs_it_resumes_between_stage
     delta = [values["no gate"][s] - values["FoX (Pro)"][s] for s in (0, 1)]
     assert rows["no gate"]["paired_delta"] == pytest.approx(sum(delta) / 2)
     assert rows["FoX (Pro)"]["comparison"] == "base" and rows["no gate"]["base_row"] == "FoX (Pro)"
+    # As text, the confirmation rows are the table; the search rows it chose from stand apart below it.
+    text = wb("results", study, "--workdir", workdir, "--metric", "val_loss").stdout.splitlines()
+    beside = next(i for i, line in enumerate(text) if line.startswith("search, beside the table"))
+    table = text[next(i for i, line in enumerate(text) if line.startswith("row ")) + 1 : beside - 1]
+    assert sorted(line.split("  ")[0] for line in table) == sorted(by_hand)
+    searched = [line for line in text[beside + 2 :] if line.startswith(tuple(by_hand))]
+    assert searched and all("[lr=" in line.split("  ")[0] for line in searched) and "chosen" not in text[beside + 1]
     # Two studies side by side (here the study and itself) compare the confirmation rows too, as
     # each study's table reads them: a tuned study shares them with another study's plain rows.
     both = wb("results", "tuned", "tuned", "--workdir", workdir, "--metric", "val_loss", "--format", "json")

@@ -50,7 +50,7 @@ def test_the_effect_of_a_variant_along_an_axis_is_paired_per_value(tmp_path):
     for point, context in zip(effect["points"], ("32", "64")):
         diffs = [loss[("no gate", context, s)] - loss[("FoX (Pro)", context, s)] for s in (0, 1)]
         assert point["n"] == 2 and point["paired_delta"] == pytest.approx(sum(diffs) / 2)
-        assert point["p_value"] == pytest.approx(stats.ttest_1samp(diffs, 0).pvalue)
+        assert point["p_unadjusted"] == pytest.approx(stats.ttest_1samp(diffs, 0).pvalue)
     # Whether the effect changes along the axis: Welch's test of the per-seed differences at 64 against 32.
     per_point = [[loss[("no gate", c, s)] - loss[("FoX (Pro)", c, s)] for s in (0, 1)] for c in ("32", "64")]
     change = effect["points"][1]["change"]
@@ -82,11 +82,11 @@ def sizes(*d_models, **extra):
     ({"kind": "scaling", "variants": VARIANTS, "sizes": sizes(32, 64, 64, 96, s2={"model.attention.rope": "rope"})},
      "design.sizes: variant 'FoX (Pro)' gets 3 distinct non-embedding parameter counts from 4 sizes (S1 and S2: "),
     ({"kind": "scaling", "variants": VARIANTS, "sizes": sizes(32, 64, 96, 128, s1={"model.n_heads": 3})},
-     "study.yaml: design.sizes[1].set (row FoX (Pro) [size=S1]): 1 problem\n  model: n_heads=3 does not divide d_model=64; "
+     "study.yaml:41:5: design.sizes[1].set (row FoX (Pro) [size=S1]): 1 problem\n  model: n_heads=3 does not divide d_model=64; "
      "pick a divisor of 64"),
     ({"kind": "crossed", "variants": VARIANTS, "axis": "context", "points": [
         {"name": "64", "set": {"data.context": 64}}, {"name": "128", "set": {"data.contxt": 128}}]},
-     "study.yaml: design.points[1].set (row FoX (Pro) [context=128]): 'data.contxt': data has no field 'contxt'"),
+     "study.yaml:42:5: design.points[1].set (row FoX (Pro) [context=128]): 'data.contxt': data has no field 'contxt'"),
     ({"kind": "scaling", "variants": VARIANTS, "extrapolate_to": "10k", "sizes": sizes(32, 64, 96, 128)},
      "design.extrapolate_to: '10k' (10,000 parameters) is not above the ladder"),
     ({"kind": "crossed", "variants": VARIANTS, "axis": "context", "points": [{"name": "64", "set": {"data.context": 64}}]},

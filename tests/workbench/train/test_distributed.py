@@ -243,7 +243,7 @@ def test_a_study_mixes_one_and_two_worker_trials_and_records_each_once(tmp_path)
 
     frame = runs_frame(tmp_path / "w", "mixed")
     rows = {r["variant"]: r["workers"] for r in study_table(frame, study_info("mixed", frame)).to_dicts()}
-    assert rows == {"FoX (Pro)": "2", "no gate": "1"}
+    assert rows == {"FoX (Pro)": [2], "no gate": [1]}  # numbers, in the JSON too
     # And so does the dashboard's (its Workers column, dashboards/figures.py's ablation table).
     built = wb("dashboard", "--workdir", tmp_path / "w", "--study", "mixed", "--out", tmp_path / "site")
     assert built.returncode == 0, built.stderr[-2000:]
