@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from foxwb.workbench.run import lease
-from foxwb.workbench.run.live_view import count, eta_s, format_seconds
+from foxwb.workbench.run.live_view import count, eta_s, format_eta, format_seconds
 from foxwb.workbench.run.tracking import Store
 
 GPU_BUSY_BELOW = 50.0  # % of the time the GPU ran a kernel (NVML utilisation)
@@ -114,13 +114,14 @@ def running_detail(store: Store, run, now: float) -> str:
     # first trained at: its rate counts from the resume, as `wb run`'s does.
     resumed_at = int(run.data.tags.get("resumed_tokens", 0))
     own = [m for m in history if m.step > resumed_at]
-    # Rate from its first report to its last, or from its start while it has reported once; the same
-    # ETA as `wb run` shows.
-    origin = (own[0].timestamp / 1000, own[0].step) if len(own) > 1 else (start / 1000, resumed_at)
-    quiet = max(0.0, now - max(last.timestamp, start) / 1000)
+    # The rate from its first step (since the resume) to its last, the same ETA as `wb run` shows:
+    # loading and compiling come before the first step ends, and are left out; "estimating..." until
+    # a second step.
+    origin = (own[0].timestamp / 1000, own[0].step) if own else None
     eta = eta_s(total, origin, (last.timestamp / 1000, last.step), now)
+    quiet = max(0.0, now - max(last.timestamp, start) / 1000)
     text = (f"{last.step:,}/{total:,} tokens ({100 * last.step / max(total, 1):.0f}%)  loss {last.value:.3f}  "
-            f"eta {format_seconds(eta)}")
+            f"eta {format_eta(eta)}")
     if quiet > QUIET_S:
         text += f"  (no report for {format_seconds(quiet)}: is its driver still running?)"
     return text

@@ -23,12 +23,18 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 def eta_s(total: int, origin: tuple[float, int] | None, last: tuple[float, int], now: float) -> float | None:
     """Seconds until a trial has trained ``total`` tokens, at the rate from ``origin`` to ``last``
     (each (time, tokens)), less the time since ``last``: None while there is no rate yet. Both
-    `wb run` and `wb status` use it, with its first report as the origin once there is a later one
-    (the rate then leaves out compiling and loading), else the trial's start at 0 tokens."""
+    `wb run` and `wb status` use it with the trial's first step as the origin (its first after a
+    resume): the rate leaves out loading and compiling, which all come before that step ends, and
+    there is none until a later step has been reported."""
     if origin is None or last[1] <= origin[1] or last[0] <= origin[0]:
         return None
     rate = (last[1] - origin[1]) / (last[0] - origin[0])
     return max(0.0, (total - last[1]) / rate - max(0.0, now - last[0]))
+
+
+def format_eta(seconds: float | None) -> str:
+    """An ETA in words: ``estimating...`` while there is no rate (eta_s gave None)."""
+    return "estimating..." if seconds is None else format_seconds(seconds)
 
 
 @dataclass
@@ -37,27 +43,22 @@ class TrialProgress:
     total: int
     tokens: int = 0
     loss: float | None = None
-    started: float | None = None  # when the trial started (at start_tokens: 0, or its checkpoint's)
-    start_tokens: int = 0
-    first: tuple[float, int] | None = None  # (time, tokens) of its first report
-    at: float = 0.0  # when its last report came
+    start_tokens: int = 0  # where it started: 0, or its checkpoint's tokens
+    # (time, tokens) of its first and its last step past start_tokens: the ETA's rate
+    first: tuple[float, int] | None = None
+    last: tuple[float, int] | None = None
     printed: float = 0.0  # when its last plain line went out
 
     def eta_s(self, now: float) -> float | None:
-        origin = self.first if self.first and self.tokens > self.first[1] else (
-            (self.started, self.start_tokens) if self.started is not None else None)
-        return eta_s(self.total, origin, (self.at, self.tokens), now)
+        return None if self.last is None else eta_s(self.total, self.first, self.last, now)
 
     def line(self, now: float) -> str:
         loss = f"  loss {self.loss:.3f}" if self.loss is not None else ""
-        eta = self.eta_s(now)
         return (f"running  {self.label}  {self.tokens:,}/{self.total:,} tokens ({100 * self.tokens / max(self.total, 1):.0f}%)"
-                f"{loss}  eta {format_seconds(eta)}")
+                f"{loss}  eta {format_eta(self.eta_s(now))}")
 
 
-def format_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
+def format_seconds(seconds: float) -> str:
     seconds = int(round(seconds))
     return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
 
@@ -86,21 +87,24 @@ class LiveView:
         self.stream.write(f"{time.strftime('%H:%M:%S')}  {line}\n")
         self._draw()
 
-    def update(self, key: str, label: str, total: int, tokens: int, loss: float | None,
-               started: float | None = None, start_tokens: int = 0,
+    def update(self, key: str, label: str, total: int, tokens: int, loss: float | None, start_tokens: int = 0,
                steps: list[tuple[float, int]] | None = None) -> None:
-        """A trial's progress; ``started`` (when it started, at ``start_tokens``: 0, or a resumed
-        trial's checkpoint's) gives an ETA from its first report on. ``steps``: (time, tokens) of
-        the steps the report carries, each stamped when it ended: the rate then runs from its first
-        step, so that neither the start-up nor the reports' batching counts in it."""
+        """A trial's progress: ``tokens`` trained of ``total``, from ``start_tokens`` (0, or a resumed
+        trial's checkpoint's). ``steps``: (time, tokens) of the steps the report carries, each stamped
+        when it ended. The rate runs from its first step past ``start_tokens`` to its last, so that
+        neither the start-up (loading, compiling: all before the first step ends), nor the reports'
+        batching, nor a resumed trial's earlier steps (sent again with their old times) count in it;
+        until a second step the ETA reads ``estimating...``. A report without stamped steps counts
+        as a step that ended when it came."""
         now = time.time()
-        p = self.trials.setdefault(key, TrialProgress(label, total, started=started, start_tokens=start_tokens))
-        p.tokens, p.loss, p.at = tokens, loss if loss is not None else p.loss, now
-        steps = [s for s in steps or [] if s[1] > p.start_tokens]  # a resumed trial's earlier steps: not its rate's
-        if steps:
-            p.at, p.tokens = steps[-1]
-        if p.first is None:
-            p.first = steps[0] if steps else (now, tokens)
+        p = self.trials.setdefault(key, TrialProgress(label, total, start_tokens=start_tokens))
+        p.tokens, p.loss = tokens, loss if loss is not None else p.loss
+        own = [s for s in steps or [] if s[1] > p.start_tokens]
+        if not steps and tokens > max(p.start_tokens, p.last[1] if p.last else 0):
+            own = [(now, tokens)]
+        if own:
+            p.first, p.last = p.first or own[0], own[-1]
+            p.tokens = p.last[1]
         if self.live:
             self._clear()
             self._draw()

@@ -28,7 +28,7 @@ from foxwb.workbench.run.driver import Driver
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.study import (StudySpec, Trial, base_variant, design_tags, expand, schedule_notes,
                                         with_point)
-from foxwb.workbench.run.tracking import Store, create_local_store, local_tracking_uri, open_store
+from foxwb.workbench.run.tracking import Store, create_local_store, local_tracking_uri, open_store, run_name
 from foxwb.workbench.run.tune_trial import search_point, train_search_trial, train_trial
 
 
@@ -94,8 +94,8 @@ def _say(line: str) -> None:
 
 
 def trial_label(trial: Trial) -> str:
-    """The full name of a trial: variant, searched values, seed."""
-    return f"{trial.row} / seed {trial.seed}"
+    """The full name of a trial: variant, searched values, seed (its MLflow run's name too)."""
+    return run_name(trial)
 
 
 def no_gpu_here(study: StudySpec) -> bool:

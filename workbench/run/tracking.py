@@ -1,6 +1,7 @@
 """The tracking store: MLflow, written by the driver only, in batches.
 
-One experiment per study; a parent run per study; a child run per trial with the flattened spec as
+One experiment per study (of MLflow's classic ML kind: EXPERIMENT_KIND); a parent run per study; a
+child run per trial, named as `wb run` names the trial (run_name), with the flattened spec as
 params and tags ``study``, ``variant``, ``seed``, ``spec_hash``, ``code_version``; metrics with
 step = training tokens; the resolved spec, result.json and the per-position loss as artifacts.
 """
@@ -21,6 +22,9 @@ from foxwb.workbench.train.spikes import KEYS as SPIKE_KEYS
 # MLflow is imported where a store is opened, not with this module, which others import for its
 # names and tags too: MLflow takes seconds to import.
 MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME = "mlflow.parentRunId", "mlflow.runName"
+# The experiment tag by which the MLflow 3 UI picks an experiment's page: without it, it opens on an
+# empty GenAI overview; "custom_model_development" (MLflow's classic ML kind) opens on the runs.
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 KIND = "wb_kind"  # tag: "study" or "trial"
 # With the stability figures of foxwb.workbench.train.spikes (docs/stability.md): spike counts, the largest
@@ -119,9 +123,19 @@ class Store:
         exp = self.client.get_experiment_by_name(experiment)
         if exp is None:
             location = artifact_root.resolve().as_uri() if artifact_root is not None else None
-            self.experiment_id = self.client.create_experiment(experiment, artifact_location=location)
+            self.experiment_id = self.client.create_experiment(experiment, artifact_location=location,
+                                                               tags=dict([EXPERIMENT_KIND]))
+            self.kind_tagged = True
         else:
             self.experiment_id = exp.experiment_id
+            self.kind_tagged = exp.tags.get(EXPERIMENT_KIND[0]) is not None
+
+    def _tag_kind(self) -> None:
+        """Tag an experiment made before EXPERIMENT_KIND was set (a store of an earlier version), once
+        it is written to: a reader leaves the store as it found it."""
+        if not self.kind_tagged:
+            self.client.set_experiment_tag(self.experiment_id, *EXPERIMENT_KIND)
+            self.kind_tagged = True
 
     def _search(self, filter_string: str):
         runs, token = [], None
@@ -163,6 +177,7 @@ class Store:
     def parent_run(self, study: str, description: str = "") -> str:
         """The study's parent run, created where there is none. Two drivers that create one at the
         same moment both settle on the older (then the lower id), and the other is deleted."""
+        self._tag_kind()  # the driver's first write to the study's experiment
         found = self._search(f"tags.{KIND} = 'study' and tags.study = {quote(study)}")
         if not found:
             tags = {KIND: "study", "study": study, MLFLOW_RUN_NAME: study, "mlflow.note.content": description}
@@ -192,7 +207,7 @@ class Store:
     def start_trial(self, parent_id: str, study: str, trial, code_version: str) -> str:
         from mlflow.entities import Param  # MLflow is slow to import: see the note at the top
 
-        tags = {KIND: "trial", MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"{trial.variant} / seed {trial.seed}",
+        tags = {KIND: "trial", MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: run_name(trial),
                 "study": study, "variant": trial.variant, "seed": str(trial.seed), "spec_hash": trial.spec_hash,
                 "code_version": code_version, "aliases": json.dumps(list(trial.aliases)),
                 "search_point": trial.point_label, "search_values": json.dumps(dict(trial.search_point)),
@@ -270,6 +285,12 @@ class Store:
         self.client.set_terminated(run_id, status or ("FAILED" if failed else "FINISHED"))
 
 
+def run_name(trial) -> str:
+    """A trial's full name, its MLflow run's and `wb run`'s lines' (foxwb.workbench.run.runner.trial_label):
+    variant, searched values, seed, so that two points of a search do not share one name."""
+    return f"{trial.row} / seed {trial.seed}"
+
+
 def quote(text: str) -> str:
     """``text`` as a string literal of an MLflow filter. MLflow takes '...' or "..." and no escapes,
     so a name is quoted with the kind it does not contain (StudySpec refuses names with both)."""
@@ -280,4 +301,4 @@ def quote(text: str) -> str:
     raise ValueError(f"{text!r} holds both kinds of quotes; an MLflow filter cannot match it")
 
 
-__all__ = ["Store", "flatten", "local_tracking_uri", "open_store", "quote"]
+__all__ = ["Store", "flatten", "local_tracking_uri", "open_store", "quote", "run_name"]

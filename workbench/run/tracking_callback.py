@@ -126,7 +126,7 @@ class TrackingCallback(tune.Callback):
         total = out.trial.spec.train.trained_tokens(out.trial.spec.data.context)  # what the lines show
         if result.get("wb_resumed"):
             at = result["wb_resumed"]
-            out.resumed_from = (at.get("time_ms", time.time() * 1000) / 1000, at["tokens"])  # its rate counts from here
+            out.resumed_from = (at.get("time_ms", time.time() * 1000) / 1000, at["tokens"])
             step = f"step {at['step']:,}, " if at.get("step") is not None else ""
             progress.say(f"resume   {out.label}  [{out.trial.spec_hash}]  from its checkpoint at {step}"
                          f"{at['tokens']:,}/{total:,} tokens")
@@ -141,9 +141,10 @@ class TrackingCallback(tune.Callback):
             if not result.get("wb_progress"):
                 out.last = result  # an intermediate validation, kept for an early stop
             losses = [s["train_loss"] for s in result.get("wb_steps", []) if "train_loss" in s]
-            started, start_tokens = out.resumed_from or (out.started, 0)
+            # A resumed trial's rate counts from its first step past its checkpoint.
+            start_tokens = out.resumed_from[1] if out.resumed_from else 0
             progress.VIEW.update(trial.trial_id, out.label, total,
-                                 result.get("tokens", 0), losses[-1] if losses else None, started, start_tokens,
+                                 result.get("tokens", 0), losses[-1] if losses else None, start_tokens,
                                  [(s["time_ms"] / 1000, s["tokens"]) for s in result.get("wb_steps", []) if "time_ms" in s])
 
     @_writes

@@ -16,11 +16,12 @@ class Progress:
     second; elsewhere (a file, a pipe) a plain line at each validation and at most every
     ``PLAIN_EVERY_S`` seconds between them, as ``wb run`` writes. ``total``: the tokens the trial
     trains, whole steps (its spec's tokens rounded up to a step). The rate and ETA count from the
-    first report, or from the checkpoint a resumed trial starts at."""
+    first step (a resumed trial's first after its checkpoint): loading and compiling come before it
+    ends and are left out. Until a second step the ETA reads ``estimating...``."""
 
     def __init__(self, total_tokens: int):
         self.total, self.last = total_tokens, 0.0
-        self.origin: tuple[float, int] | None = None  # (time, tokens) the rate counts from
+        self.origin: tuple[float, int] | None = None  # (time, tokens) of the step the rate counts from
         self.tty = sys.stderr.isatty()
         self.every_s = 0.5 if self.tty else PLAIN_EVERY_S
 
@@ -41,12 +42,12 @@ class Progress:
         at = f"step {step:,}, " if step is not None else ""
         sys.stderr.write(f"  resuming from its checkpoint at {at}{tokens:,}/{self.total:,} tokens\n")
         sys.stderr.flush()
-        self.origin = (time.time(), tokens)
+        self.origin = None  # its first step from here on: compiling again is not its rate's
 
     def __call__(self, tokens: int, metrics: dict) -> None:
         now = time.time()
         if self.origin is None:
-            self.origin = (now, 0)
+            self.origin = (now, tokens)
             self.last = now if not self.tty else 0.0  # off a terminal: the first line after PLAIN_EVERY_S
         due = now - self.last >= self.every_s or tokens >= self.total or (not self.tty and "val_loss" in metrics)
         if not due:
@@ -54,13 +55,14 @@ class Progress:
         self.last = now
         seconds, done = now - self.origin[0], tokens - self.origin[1]
         rate = done / seconds if seconds > 0 and done > 0 else None
-        eta = f"{max(0.0, (self.total - tokens) / rate):.0f}s" if rate else "?"
+        eta = "0s" if tokens >= self.total else f"{(self.total - tokens) / rate:.0f}s" if rate else "estimating..."
         speed = f"{rate:,.0f} tok/s" if rate else "? tok/s"
         val = f"  val {metrics['val_loss']:.3f}" if "val_loss" in metrics else ""
         line = (f"  step {metrics['step']}  {tokens:,}/{self.total:,} tokens  loss {metrics['train_loss']:.3f}{val}"
                 f"  {speed}  eta {eta}")
         if self.tty:
-            sys.stderr.write(f"\r{line}   " + ("\n" if tokens >= self.total else ""))
+            # Erased to the end of the line: a shorter line leaves nothing of the one it redraws.
+            sys.stderr.write(f"\r{line}\x1b[K" + ("\n" if tokens >= self.total else ""))
         else:
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
