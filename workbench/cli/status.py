@@ -8,6 +8,7 @@ from pathlib import Path
 from foxwb.workbench.analysis import runs as results, status
 from foxwb.workbench.run.tracking import local_tracking_uri
 from foxwb.workbench.spec.errors import SpecError
+from foxwb.workbench.cli.study_runs import readable
 from foxwb.workbench.spec.study import expand, load_study
 from foxwb.workbench.train import layout
 
@@ -22,6 +23,7 @@ def command(args: argparse.Namespace) -> int:
         study = load_study(args.study) if args.study.endswith((".yaml", ".yml")) else None
         name = study.name if study else args.study
         store = results.read_store(workdir, name, study.experiment if study else None, args.tracking_uri)
+        study = readable(study, args.study, "status", f"wb status {name}")
         where = args.tracking_uri or workdir
         held = ", ".join(n for n, _ in results.studies(args.tracking_uri or local_tracking_uri(workdir))) or "none"
         if store is None and study is None:

@@ -1,6 +1,7 @@
 """A study's runs as the reading commands (`wb results`, `wb run --dry-run --effect`) find them:
-the study file or name, its runs from the store matched to the file's trials, and the errors of a
-store or metric that holds nothing to show."""
+the study file or name, its runs from the store matched to the file's trials (by name, as the
+store holds them, where the file uses a component kind of a plug-in not installed here), and the
+errors of a store or metric that holds nothing to show."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
+from foxwb.components.registry import SLOTS, kinds
 from foxwb.workbench.analysis import runs as results
 from foxwb.workbench.run.tracking import local_tracking_uri
 from foxwb.workbench.spec.errors import SpecError
@@ -18,10 +20,14 @@ from foxwb.workbench.train import layout
 
 def results_of(target: str, args: argparse.Namespace):
     """(name, study spec or None, runs frame, parent run's tags) of a study file or name; reading
-    creates nothing in the store."""
+    creates nothing in the store. A file whose trials name a component kind no package installed
+    here registers (a plug-in's) is read as its name is: from the store, the kinds by the names its
+    runs recorded, with a note; reading needs none of the study's plug-ins."""
     study = load_study(target) if target.endswith((".yaml", ".yml")) else None
     name = study.name if study else target
-    store = results.read_store(Path(args.workdir), name, study.experiment if study else None, args.tracking_uri)
+    experiment = study.experiment if study else None
+    study = readable(study, target, "table", f"wb results {name}")
+    store = results.read_store(Path(args.workdir), name, experiment, args.tracking_uri)
     if store is None:
         return name, study, pl.DataFrame(), {}
     parent = results.study_parent(store, name)
@@ -34,6 +40,47 @@ def results_of(target: str, args: argparse.Namespace):
             print(f"note: the runs recorded as {old!r} are the trials {target} now names {new!r} (the same "
                   "spec hashes); they are shown under the file's name", file=sys.stderr)
     return name, study, runs, (parent.data.tags if parent else {})
+
+
+def readable(study, target: str, what: str, by_name: str):
+    """``study`` where this machine can expand its trials, else None with a note on stderr: a file
+    that uses a kind of a plug-in not installed here is read as its name is (``by_name``, the
+    command), from the store, the kinds by the names its runs recorded."""
+    missing = kinds_not_installed(study.model_dump(mode="json")) if study is not None else []
+    if not missing:
+        return study
+    print(f"note: {target} uses {', '.join(f'{k!r} ({slot})' for slot, k in missing)}, not installed here: its "
+          f"{what} is read from the store as `{by_name}` reads it, the kinds by name; the file's trials "
+          "(renamed rows, stale results, trials not yet run) need the plug-in", file=sys.stderr)
+    return None
+
+
+def kinds_not_installed(data) -> list[tuple[str, str]]:
+    """(slot, kind) of every component kind a study file's data writes that no package installed here
+    registers: a slot's value (``forget_gate: temp_gate``, ``{kind: temp_gate, ...}``) or its
+    ``kind``, under any key, a dotted path of an edit included (``model.attention.forget_gate``)."""
+    found = set()
+
+    def check(slot: str, value) -> None:
+        kind = value.get("kind") if isinstance(value, dict) else value
+        if isinstance(kind, str) and kind not in kinds(slot):
+            found.add((slot, kind))
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                parts = str(key).split(".")
+                if parts[-1] in SLOTS:
+                    check(parts[-1], value)
+                elif parts[-1] == "kind" and len(parts) > 1 and parts[-2] in SLOTS:
+                    check(parts[-2], value)
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(data)
+    return sorted(found)
 
 
 def no_trials(name: str, args: argparse.Namespace) -> str:

@@ -1,14 +1,21 @@
-"""User-facing errors: one line per problem, naming the field, the value and what is allowed."""
+"""User-facing errors: one line per problem, naming where the file writes it (path:line:column), the field,
+the value and what is allowed; and the reading of YAML files that keeps where each field is written."""
 from __future__ import annotations
 
+import datetime
 import re
 import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedKeyMap, CommentedKeySeq, TaggedScalar
+from ruamel.yaml.constructor import DuplicateKeyError
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from ruamel.yaml.scalarbool import ScalarBoolean
 
 from foxwb.workbench.spec.fields import did_you_mean
 
@@ -145,9 +152,11 @@ def allowed_fields(model: type[BaseModel], data: Any, loc: tuple) -> list[str]:
 
 
 def format_validation_error(err: ValidationError, source: str = "", model: type[BaseModel] | None = None,
-                            data: Any = None) -> str:
+                            data: Any = None, positions: Positions | None = None, under: tuple = ()) -> str:
     """One line per problem; an unknown key gets the closest allowed one (``model`` and ``data``:
-    what was validated, to find the allowed keys)."""
+    what was validated, to find the allowed keys). ``positions``: where the fields of the file
+    ``data`` is read from are written (``under``: the section of the file ``data`` is), for each
+    line to start with the field's ``path:line:column``."""
     lines = []
     for e in err.errors():
         msg = e["msg"].removeprefix("Value error, ")
@@ -163,44 +172,165 @@ def format_validation_error(err: ValidationError, source: str = "", model: type[
         if e["type"] == "value_error":
             loc, note, msg = _field_in_message(loc, msg)
         note = note or _row_name(data, loc)
-        lines.append(f"{_location(loc)}{note}: {msg}{shown}{hint}")
+        where = positions.of((*under, *loc)) if positions else ""
+        lines.append((f"{where}: " if where else "") + f"{_location(loc)}{note}: {msg}{shown}{hint}")
     head = f"{source}: " if source else ""
     count = "1 problem" if len(lines) == 1 else f"{len(lines)} problems"
     return head + f"{count}\n  " + "\n  ".join(lines)
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key written twice in one mapping (plain YAML keeps the last
-    silently: a second `seeds:` would drop the first, a second `design:` a whole design)."""
+class Positions(dict):
+    """Where each field of a file is written: its location (keys and list indexes, as pydantic's
+    ``loc``) -> ``path:line:column`` (1-based; of the key, or of the item in a list)."""
 
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.setdefault(key, key_node.start_mark.line + 1)
-            except TypeError:  # an unhashable key: the base loader says what is wrong with it
-                continue
-            if first != key_node.start_mark.line + 1:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is written twice in one mapping (first at line {first}); "
-                    "YAML would keep the last silently: keep one", key_node.start_mark)
-        return super().construct_mapping(node, deep)
+    def of(self, loc: tuple) -> str:
+        """Where ``loc``, or the nearest section around it, is written; "" where the file holds neither."""
+        for n in range(len(loc), 0, -1):
+            if loc[:n] in self:
+                return self[loc[:n]]
+        return ""
+
+    def of_message(self, message: str) -> str:
+        """Where the field a message starts with is written (``design.changes[0].set (row x): ...``,
+        the field as _location writes it), or the nearest section around it; "" where none is."""
+        head = message.split("\n", 1)[0].partition(": ")[0]
+        named = {_location(loc): where for loc, where in self.items()}
+        found = [name for name in named if head == name or head.startswith((f"{name}.", f"{name}[", f"{name} ("))]
+        return named[max(found, key=len)] if found else ""
 
 
-def read_yaml(path: str | Path) -> Any:
+def at_field(source: str, message: str, positions: Positions | None) -> str:
+    """``message``, which names the field it is about first, after where the field is written
+    (``study.yaml:12:5: design.changes[0]: ...``), else after ``source``."""
+    where = positions.of_message(message) if positions else ""
+    return f"{where or source}: {message}"
+
+
+# The positions of the files read here, by the path as given: validate() names the line and column
+# of a problem in a file's data without its caller passing them (`wb train`, `wb info`).
+_READ: dict[str, Positions] = {}
+_STR = "tag:yaml.org,2002:str"  # YAML's own string tag (`!!str 12`): the one tag a file may write
+
+
+def read_located(path: str | Path) -> tuple[Any, Positions]:
+    """A YAML file's data (plain dicts, lists, strings, numbers, booleans, None; YAML 1.2, where
+    ``1e-3`` is a number and ``yes`` a string) and where each field of it is written. A key
+    written twice in one mapping, a tag other than YAML's own and malformed YAML are refused,
+    each in one sentence naming the line and column."""
+    shown = str(path)
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"{path}: no such file")
     try:
-        with path.open() as f:  # a stream: YAML's errors then name the file, not "<unicode string>"
-            data = yaml.load(f, Loader=_Loader)
-    except yaml.YAMLError as e:
-        raise SpecError(f"{path}: malformed YAML: {e}") from None
-    if data is None:
-        raise SpecError(f"{path}: the file is empty (or holds only comments)")
-    return data
+        text = path.read_text()
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{shown}: not UTF-8 text (byte {e.start}); a study, trial or model file is YAML text") from None
+    try:
+        loaded = YAML(typ="rt").load(text)
+    except DuplicateKeyError as e:
+        raise SpecError(_written_twice(shown, text, e)) from None
+    except YAMLError as e:
+        raise SpecError(_malformed(shown, e)) from None
+    if loaded is None:
+        raise SpecError(f"{shown}: the file is empty (or holds only comments)")
+    positions = Positions()
+    data = _plain(loaded, (), shown, positions)
+    _READ[shown] = _READ[str(path)] = positions
+    return data, positions
 
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file's data (read_located); validate() of it under ``path`` names lines and columns."""
+    return read_located(path)[0]
+
+
+def _plain(node: Any, loc: tuple, shown: str, positions: Positions) -> Any:
+    """ruamel's round-trip data as plain Python, recording where each key and item is written."""
+    tag = getattr(getattr(node, "tag", None), "value", None)
+    if isinstance(node, TaggedScalar) and tag == _STR:  # `!!str 12`
+        return str(node.value)
+    if tag is not None and tag != _STR:
+        where = positions.of(loc) or shown
+        raise SpecError(f"{where}: {_location(loc)}: the YAML tag {tag} is not read here; a workbench file holds plain "
+                        "data (mappings, lists, strings, numbers, true/false, null)")
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if isinstance(key, (CommentedKeyMap, CommentedKeySeq)):
+                raise SpecError(f"{positions.of(loc) or shown}: {_location(loc)}: a key is a name or a number, not a "
+                                f"{'mapping' if isinstance(key, CommentedKeyMap) else 'list'}")
+            here = (*loc, _plain(key, loc, shown, positions))
+            try:
+                line, column = node.lc.key(key)
+                positions[here] = f"{shown}:{line + 1}:{column + 1}"
+            except (KeyError, TypeError):  # a key merged in by `<<: *anchor`: where its section is
+                pass
+            out[here[-1]] = _plain(value, here, shown, positions)
+        return out
+    if isinstance(node, (set, frozenset)):
+        return {_plain(v, loc, shown, positions) for v in node}
+    if isinstance(node, list):
+        out = []
+        for i, value in enumerate(node):
+            try:
+                line, column = node.lc.item(i)
+                positions[(*loc, i)] = f"{shown}:{line + 1}:{column + 1}"
+            except (KeyError, IndexError, TypeError):
+                pass
+            out.append(_plain(value, (*loc, i), shown, positions))
+        return out
+    if isinstance(node, (bool, ScalarBoolean)):
+        return bool(node)
+    for kind in (int, float, str):  # ruamel's ScalarFloat, HexInt, LiteralScalarString... as the plain type
+        if isinstance(node, kind):
+            return kind(node)
+    if isinstance(node, datetime.datetime):  # ruamel's TimeStamp
+        return datetime.datetime(*node.timetuple()[:6], node.microsecond, node.tzinfo)
+    return node  # None, a date, bytes (!!binary)
+
+
+def _written_twice(shown: str, text: str, err) -> str:
+    """The refusal of a key written twice: plain YAML keeps the last silently (a second `seeds:`
+    drops the first, a second `design:` a whole design)."""
+    mark = err.problem_mark  # the second key
+    first = _first_key(text, mark.line, mark.column)
+    if first is None:
+        return f"{shown}:{mark.line + 1}:{mark.column + 1}: {err.problem}; keep one"
+    key, line = first
+    return (f"{shown}:{mark.line + 1}:{mark.column + 1}: key {key!r} is written twice in one mapping (first at line "
+            f"{line}); YAML would keep the last silently: keep one")
+
+
+def _first_key(text: str, line: int, column: int) -> tuple[str, int] | None:
+    """(the key, its 1-based line) of the first key of the mapping that repeats the key at
+    ``line``, ``column`` (0-based); None where it is not a plain key."""
+    todo, seen = [YAML(typ="rt").compose(text)], set()
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:  # an alias: the node it names is walked once
+            continue
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            keys = [k for k, _ in node.value]
+            for i, k in enumerate(keys):
+                if isinstance(k, ScalarNode) and (k.start_mark.line, k.start_mark.column) == (line, column):
+                    earlier = [e for e in keys[:i] if isinstance(e, ScalarNode) and e.value == k.value]
+                    return (k.value, earlier[0].start_mark.line + 1) if earlier else None
+            todo += [n for pair in node.value for n in pair]
+        elif isinstance(node, SequenceNode):
+            todo += node.value
+    return None
+
+
+def _malformed(shown: str, err) -> str:
+    mark, context, context_mark = (getattr(err, name, None) for name in ("problem_mark", "context", "context_mark"))
+    where = f"{shown}:{mark.line + 1}:{mark.column + 1}" if mark is not None else shown
+    problem = getattr(err, "problem", None) or str(err)
+    if context and context_mark is not None:
+        problem += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    elif context:
+        problem += f" ({context})"
+    return f"{where}: malformed YAML: {problem}"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -222,8 +352,11 @@ def check_file_kind(data: Any, path: str, want: str) -> None:
                         "a trial file has model, data, train, eval and seed")
 
 
-def validate(model: type[M], data: Any, source: str = "") -> M:
+def validate(model: type[M], data: Any, source: str = "", positions: Positions | None = None) -> M:
+    """``data`` as ``model``; a SpecError of one line per problem. ``positions``: where the fields
+    are written, by default those of the file ``source`` where it was read here (read_located)."""
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise SpecError(format_validation_error(e, source, model, data)) from None
+        where = positions if positions is not None else _READ.get(source)
+        raise SpecError(format_validation_error(e, source, model, data, where)) from None

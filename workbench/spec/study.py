@@ -28,7 +28,8 @@ from foxwb.workbench.spec.claims import Claim, check_claims
 # one import of the spec stage from a stage above it (tests/test_repo.py, UPWARD)
 from foxwb.workbench.spec.cost import param_counts
 from foxwb.workbench.spec.counts import parse_count
-from foxwb.workbench.spec.errors import SpecError, check_file_kind, format_validation_error, read_yaml, validate
+from foxwb.workbench.spec.errors import (Positions, SpecError, at_field, check_file_kind, format_validation_error,
+                                         read_located, validate)
 from foxwb.workbench.spec.fields import PathError, set_path
 from foxwb.workbench.spec.search import SearchSpec
 from foxwb.workbench.spec.seed_plan import SeedPlan, check_plan_seeds, plan_under_seeds
@@ -235,8 +236,10 @@ class StudySpec(Spec):
     # Claims: A against B with a smallest effect of interest, each given a verdict by `wb results`
     # (foxwb.workbench.spec.claims; docs/statistics.md); None: one default claim per row against the base.
     claims: list[Claim] | None = None
-    # The file the study was read from (foxwb.workbench.cli.main): the errors of its expansion name it.
+    # The file the study was read from (foxwb.workbench.cli.main), and where each of its fields is
+    # written: the errors of its expansion name the file, the line and the column.
     _source: str = PrivateAttr("")
+    _positions: Positions = PrivateAttr(default_factory=Positions)
 
     @model_validator(mode="before")
     @classmethod
@@ -584,7 +587,7 @@ def expand(study: StudySpec) -> list[Trial]:
         return _expand(study)
     except SpecError as e:
         if study._source and not str(e).startswith(f"{study._source}: "):
-            raise SpecError(f"{study._source}: {e}") from None
+            raise SpecError(at_field(study._source, str(e), study._positions)) from None
         raise
 
 
@@ -607,7 +610,7 @@ def _expand(study: StudySpec) -> list[Trial]:
         base = TrialSpec.model_validate(study.base).model_dump(mode="json")
     except ValidationError as e:
         raise SpecError(format_validation_error(e, "base" if study._source else f"study {study.name!r}, base", TrialSpec,
-                                                study.base)) from None
+                                                study.base, study._positions, ("base",))) from None
     trials, names, seeds_of = [], set(), variant_seeds(study)
     for name, where, edits in _variants(study):
         if name in names:
@@ -764,6 +767,10 @@ def design_tags(study) -> dict[str, str]:
     if study.search is not None:  # the search's rows in the plan's order (their start order varies)
         rows = [[t.variant, t.point_label] for t in expand(study) if not t.optuna_samples]
         tags["rows"] = json.dumps(list(map(list, dict.fromkeys(map(tuple, rows)))))
+        # How each field was searched: the dashboard draws a log-uniform one on a log axis.
+        spaces = [study.search.space, *study.search.variants.values()]
+        tags["search_space"] = json.dumps({path: next(k for k in ("loguniform", "uniform", "choice") if getattr(d, k) is not None)
+                                           for space in spaces for path, d in space.items()})
     if isinstance(study.design, ScalingDesign) and study.design.extrapolate_to is not None:
         tags["extrapolate_to"] = str(study.design.extrapolate_to)
     if isinstance(study.design, (ScalingDesign, CrossedDesign)):
@@ -797,48 +804,72 @@ def merge_extended(parent: dict, child: dict) -> dict:
 _EXTENDS = "the path of another study file (.yaml or .yml), relative to the folder of the file that says it"
 
 
-def _extended(path: str, data: Any, chain: tuple[tuple[str, Path], ...] = ()) -> Any:
+def _extended(path: str, data: Any, positions: Positions,
+              chain: tuple[tuple[str, Path], ...] = ()) -> tuple[Any, Positions]:
     """``data``, read from ``path``, with the study file it ``extends`` (and that file's own, in
-    turn) merged under it and the key removed; data without ``extends`` as it is. ``chain``: the
-    files that led here (as written, resolved), to refuse a circle."""
+    turn) merged under it and the key removed, and where each field of the merge is written; data
+    without ``extends`` as it is. ``chain``: the files that led here (as written, resolved), to
+    refuse a circle."""
     if not isinstance(data, dict) or "extends" not in data:
-        return data
+        return data, positions
     value = data["extends"]
+
+    def refuse(message: str) -> SpecError:  # the message names the field: where it is written goes first
+        return SpecError(at_field(path, message, positions))
+
     if not isinstance(value, str) or not value.endswith((".yaml", ".yml")):
-        raise SpecError(f"{path}: extends: {_EXTENDS}, got {value!r}")
+        raise refuse(f"extends: {_EXTENDS}, got {value!r}")
     if "name" not in data:
-        raise SpecError(f"{path}: name: a study that extends another gives its own name (else the two would share "
-                        f"one, and a workdir would mix their runs); add `name:` beside `extends: {value}`")
+        raise refuse(f"name: a study that extends another gives its own name (else the two would share one, and a "
+                     f"workdir would mix their runs); add `name:` beside `extends: {value}`")
     target = Path(path).parent / value
     chain = (*chain, (str(path), Path(path).resolve()))
     resolved = [where for _, where in chain]
     if target.resolve() in resolved:
         circle = [shown for shown, _ in chain[resolved.index(target.resolve()):]]
-        raise SpecError(f"{path}: extends: a circle of files, {' -> '.join([*circle, circle[0]])}; a study may extend "
-                        "a file that does not lead back to it")
+        raise refuse(f"extends: a circle of files, {' -> '.join([*circle, circle[0]])}; a study may extend a file "
+                     "that does not lead back to it")
     if not target.is_file():
-        raise SpecError(f"{path}: extends: {value!r}: no such file (looked at {target.absolute()}); `extends` is {_EXTENDS}")
+        raise refuse(f"extends: {value!r}: no such file (looked at {target.absolute()}); `extends` is {_EXTENDS}")
     try:
-        parent = read_yaml(target)
+        parent, parent_at = read_located(target)
         if not (isinstance(parent, dict) and "extends" in parent):  # `extends` says a file is a study
             check_file_kind(parent, str(target), "study")
     except SpecError as e:
-        raise SpecError(f"{path}: extends: {e}") from None
+        raise refuse(f"extends: {e}") from None
     if not isinstance(parent, dict) or not set(parent) & (set(StudySpec.model_fields) | {"extends"}):
         what = f"a {type(parent).__name__}" if not isinstance(parent, dict) else f"none of its keys ({', '.join(map(str, parent))})"
-        raise SpecError(f"{path}: extends: {target} is not a study file ({what}; a study file is a mapping of name, "
-                        "base, design, seeds, ...)")
-    parent = _extended(str(target), parent, chain)
-    return merge_extended(parent, {key: v for key, v in data.items() if key != "extends"})
+        raise refuse(f"extends: {target} is not a study file ({what}; a study file is a mapping of name, base, design, "
+                     "seeds, ...)")
+    parent, parent_at = _extended(str(target), parent, parent_at, chain)
+    child = {key: v for key, v in data.items() if key != "extends"}
+    kept = Positions({loc: at for loc, at in parent_at.items() if loc not in positions and _kept(parent, child, loc)})
+    return merge_extended(parent, child), Positions({**kept, **positions})
+
+
+def _kept(parent: dict, child: dict, loc: tuple) -> bool:
+    """Whether merge_extended(parent, child) keeps the parent's field at ``loc``: the child does not
+    write it, nor replace a section above it."""
+    for part in loc:
+        if not isinstance(child, dict) or part not in child:
+            return True
+        under, over = parent.get(part) if isinstance(parent, dict) else None, child[part]
+        if not (isinstance(under, dict) and isinstance(over, dict)):
+            return False  # a list or a value: the child's replaces the parent's whole
+        if "kind" in under and "kind" in over and under["kind"] != over["kind"]:
+            return False  # another kind: the child's section replaces the parent's whole
+        parent, child = under, over
+    return False
 
 
 def load_study(path: str) -> StudySpec:
     """The study file at ``path``, read and validated, merged over the file it ``extends`` if it
-    names one (merge_extended); errors name the file and the field."""
-    data = read_yaml(path)
+    names one (merge_extended); errors name the file, the line and column, and the field."""
+    data, positions = read_located(path)
     if not (isinstance(data, dict) and "extends" in data):  # `extends` says a file is a study
         check_file_kind(data, path, "study")
-    data = _extended(path, data)
-    study = validate(StudySpec, data, path)
-    study._source = str(path)
+    data, positions = _extended(path, data, positions)
+    study = validate(StudySpec, data, path, positions)
+    study._source, study._positions = str(path), positions
     return study
+

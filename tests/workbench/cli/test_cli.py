@@ -27,10 +27,11 @@ def test_info_of_a_bad_file_is_one_clear_error(tmp_path):
     trial = tmp_path / "t.yaml"
     trial.write_text("model: {preset: fox_pro, d_modl: 32}\ntrain: {tokens: 1000}\n")
     out = wb("info", str(trial))
-    assert out.returncode == 2 and "  model.d_modl: Extra inputs are not permitted (got 32); did you mean 'd_model'?" in out.stderr
+    assert out.returncode == 2 and f"  {trial}:1:26: model.d_modl: Extra inputs are not permitted (got 32); did you mean " \
+        "'d_model'?" in out.stderr, out.stderr
     trial.write_text("model: [1, 2]\n")
     out = wb("info", str(trial))
-    assert out.returncode == 2 and "  model: Input should be a valid dictionary" in out.stderr
+    assert out.returncode == 2 and f"  {trial}:1:1: model: Input should be a valid dictionary" in out.stderr, out.stderr
     missing = wb("info", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2 and "no such file" in missing.stderr
     # A bare name is a preset's, misspelt: the nearest one is offered.

@@ -143,7 +143,7 @@ def test_a_circle_is_refused_naming_its_files(tmp_path):
     write(tmp_path, "b.yaml", "name: b\nextends: a.yaml\n")
     message = refusal(tmp_path / "a.yaml")
     a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
-    assert message.startswith(f"{b}: extends: a circle of files, {a} -> {b} -> {a}"), message
+    assert message.startswith(f"{b}:2:1: extends: a circle of files, {a} -> {b} -> {a}"), message
     write(tmp_path, "self.yaml", "name: self\nextends: ./self.yaml\n")
     assert "a circle of files" in refusal(tmp_path / "self.yaml")
 
@@ -152,7 +152,7 @@ def test_a_missing_file_is_refused_naming_the_path_looked_at(tmp_path):
     child = write(tmp_path, "sub/child.yaml", "name: child\nextends: parent.yaml\n")
     write(tmp_path, "parent.yaml", PARENT)  # beside the caller's folder, not the file's: not found
     message = refusal(child)
-    assert message.startswith(f"{child}: extends: 'parent.yaml': no such file (looked at {tmp_path / 'sub' / 'parent.yaml'})")
+    assert message.startswith(f"{child}:2:1: extends: 'parent.yaml': no such file (looked at {tmp_path / 'sub' / 'parent.yaml'})")
     assert "relative to the folder of the file that says it" in message and "\n" not in message
 
 
@@ -168,7 +168,7 @@ def test_extends_names_a_yaml_file(tmp_path, value):
     write(tmp_path, "parent.yaml", PARENT)
     child = write(tmp_path, "child.yaml", f"name: child\nextends: {value}\n")
     message = refusal(child)
-    assert message.startswith(f"{child}: extends: the path of another study file (.yaml or .yml), relative to "
+    assert message.startswith(f"{child}:2:1: extends: the path of another study file (.yaml or .yml), relative to "
                               "the folder of the file that says it, got "), message
     assert message.endswith(f"got {read_yaml(child)['extends']!r}")
 
@@ -176,11 +176,11 @@ def test_extends_names_a_yaml_file(tmp_path, value):
 def test_the_extended_file_is_a_study_file(tmp_path):
     trial = write(tmp_path, "trial.yaml", "model: {preset: fox_pro}\ntrain: {tokens: 1000}\n")
     message = refusal(write(tmp_path, "a.yaml", "name: a\nextends: trial.yaml\n"))
-    assert message.startswith(f"{tmp_path / 'a.yaml'}: extends: {trial}: a trial file (model, data, train, eval), "
+    assert message.startswith(f"{tmp_path / 'a.yaml'}:2:1: extends: {trial}: a trial file (model, data, train, eval), "
                               "not a study"), message
     listed = write(tmp_path, "list.yaml", "- 1\n- 2\n")
     message = refusal(write(tmp_path, "b.yaml", "name: b\nextends: list.yaml\n"))
-    assert message.startswith(f"{tmp_path / 'b.yaml'}: extends: {listed} is not a study file (a list;"), message
+    assert message.startswith(f"{tmp_path / 'b.yaml'}:2:1: extends: {listed} is not a study file (a list;"), message
     write(tmp_path, "model.yaml", "preset: fox_pro\nd_model: 64\n")
     assert "model.yaml is not a study file (none of its keys (preset, d_model)" in \
         refusal(write(tmp_path, "c.yaml", "name: c\nextends: model.yaml\n"))
@@ -214,5 +214,5 @@ def test_wb_run_reads_an_extending_file(tmp_path):
     assert [row.group(1, 2) for row in rows if row] == [("FoX", "3"), ("FoX - QK-norm", "3"), ("FoX - KV-shift", "3")], out.stdout
     bad = write(tmp_path, "bad.yaml", "name: bad\nextends: nowhere.yaml\n")
     out = wb("run", bad, "--workdir", tmp_path / "w2")
-    assert out.returncode == 2 and f"{bad}: extends: 'nowhere.yaml': no such file (looked at {tmp_path / 'nowhere.yaml'})" \
+    assert out.returncode == 2 and f"{bad}:2:1: extends: 'nowhere.yaml': no such file (looked at {tmp_path / 'nowhere.yaml'})" \
         in out.stderr and not (tmp_path / "w2").exists(), out.stderr
