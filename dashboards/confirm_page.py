@@ -18,17 +18,22 @@ import json
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from foxwb.dashboards.figures import esc
+from foxwb.dashboards import render
+from foxwb.dashboards.figures import SUBTITLE_FONT, Colours, esc, log_scaled, wrap
 from foxwb.workbench.analysis import stats
 from foxwb.workbench.run.confirm import STAGE
 from foxwb.workbench.run.live_view import count
 
 SEARCH, STOPPED, CHOSEN, CONFIRMATION = ("search trial", "search trial stopped early by ASHA (its last validation)",
                                          "chosen point (mean over its search seeds)", "confirmation run")
-MARKERS = {SEARCH: {"symbol": "circle", "color": "#1f77b4", "size": 9},
+# Each kind of point drawn its own way; a search trial and a confirmation run in their variant's
+# colour (the page's Colours), the stopped ones grey, the chosen point gold. The legend's markers
+# are grey where the colour is the variant's: the panel's title names the variant.
+MARKERS = {SEARCH: {"symbol": "circle", "size": 9},
            STOPPED: {"symbol": "x-thin-open", "color": "#999999", "size": 9, "line": {"width": 2}},
            CHOSEN: {"symbol": "star", "color": "#daa520", "size": 18, "line": {"width": 1, "color": "#7a5c00"}},
-           CONFIRMATION: {"symbol": "diamond-open", "color": "#d62728", "size": 13, "line": {"width": 2}}}
+           CONFIRMATION: {"symbol": "diamond-open", "size": 13, "line": {"width": 2}}}
+LEGEND_GREY = "#555555"
 TITLE = "Search and confirmation"
 
 
@@ -77,22 +82,34 @@ def _hover(p: dict) -> str:
     return text + "<extra></extra>"
 
 
-def figure(found: list[dict], choice: dict, order: list[str], metric: str) -> go.Figure:
+CAPTION = ("Each variant's search: the final {metric} of every search trial against the searched value, the chosen "
+           "point and the confirmation runs; log axes where the field was searched log-uniformly.")
+
+
+def figure(found: list[dict], choice: dict, order: list[str], metric: str, colours: Colours | None = None,
+           log: frozenset[str] | set[str] | None = None) -> go.Figure:
     """A panel per variant and searched path: the search trials, the stopped ones, the chosen
-    point and the confirmation runs, in a legend shared by every panel."""
+    point and the confirmation runs, in a legend shared by every panel. ``log``: the paths on a log
+    axis (default: figures.log_scaled of each path's values, all variants together, so that the
+    panels of one path share their axis type)."""
+    colours = colours or Colours(order)
     panels = list(dict.fromkeys((p["variant"], p["path"]) for p in sorted(
         found, key=lambda p: order.index(p["variant"]) if p["variant"] in order else len(order))))
+    if log is None:
+        log = {path for _, path in panels if log_scaled([p["value"] for p in found if p["path"] == path])}
     several = len({path for _, path in panels}) > 1
     cols = min(3, len(panels))
     rows = -(-len(panels) // cols)
-    titles = [esc(f"{v}: {path}" if several else v) for v, path in panels]
-    fig = make_subplots(rows, cols, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.18)
-    shown = set()
+    titles = [wrap(esc(f"{v}: {path}" if several else v), 90 // cols) for v, path in panels]
+    fig = make_subplots(rows, cols, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.22)
+    for kind in MARKERS:  # the legend, one grey entry per kind (no point: nothing drawn)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=kind, legendgroup=kind,
+                                 marker={"color": LEGEND_GREY, **MARKERS[kind]}, legendrank=list(MARKERS).index(kind),
+                                 hoverinfo="skip", meta={"legend": kind}), row=1, col=1)
     for i, (variant, path) in enumerate(panels):
         where = {"row": i // cols + 1, "col": i % cols + 1}
         mine = [p for p in found if p["variant"] == variant and p["path"] == path]
-        trained_as = mine[0]["trained_as"]
-        chosen = choice.get(trained_as)
+        chosen = choice.get(mine[0]["trained_as"])
         layers = []  # the star first: the runs at the chosen point are drawn over it
         if chosen is not None and path in chosen["values"]:
             layers.append((CHOSEN, [{"value": chosen["values"][path], "y": chosen["mean"], "n": chosen["n_seeds"]}]))
@@ -102,19 +119,19 @@ def figure(found: list[dict], choice: dict, order: list[str], metric: str) -> go
                 continue
             hover = ([f"{esc(variant)}: chosen {esc(chosen['point'])}<br>{metric} %{{y:.4f}}, mean over "
                       f"{count(pts[0]['n'], 'search seed')}<extra></extra>"] if kind == CHOSEN else [_hover(p) for p in pts])
+            marker, meta = dict(MARKERS[kind]), {"variant": variant, "path": path, "kind": kind}
+            if "color" not in marker:  # drawn in the variant's colour
+                marker["color"] = colours(variant)
+                meta["colour_of"] = variant
             fig.add_trace(go.Scatter(x=[p["value"] for p in pts], y=[p["y"] for p in pts], mode="markers",
-                                     name=kind, legendgroup=kind, showlegend=kind not in shown, marker=MARKERS[kind],
-                                     legendrank=list(MARKERS).index(kind),
-                                     hovertemplate=hover, meta={"variant": variant, "path": path, "kind": kind}),
-                          **where)
-            shown.add(kind)
-        values = [p["value"] for p in mine if isinstance(p["value"], (int, float))]
-        log = len(values) == len(mine) and min(values) > 0 and max(values) / min(values) > 10
-        fig.update_xaxes(title_text=esc(path), type="log" if log else None, **where)
+                                     name=kind, legendgroup=kind, showlegend=False, marker=marker,
+                                     hovertemplate=hover, meta=meta), **where)
+        fig.update_xaxes(title_text=esc(path), type="log" if path in log else None, **where)
         fig.update_yaxes(title_text=f"{metric} (nats/token)" if metric == "val_loss" else metric, **where)
-    return fig.update_layout(title=f"Each variant's search: final {metric} of every search trial against the "
-                                   "searched value, the chosen point and the confirmation runs",
-                             height=340 * rows + 120, margin={"t": 110}, legend={"orientation": "h", "y": -0.15})
+    # The legend under the panels, in the figure's own bottom margin: clear of the axes' titles.
+    return fig.update_annotations(font_size=SUBTITLE_FONT).update_layout(
+        height=330 * rows + 150, margin={"t": 50, "b": 150},
+        legend={"orientation": "h", "yref": "container", "y": 0.01, "yanchor": "bottom", "x": 0})
 
 
 def summary(found: list[dict], choice: dict, seeds: list[int], order: list[str], metric: str) -> str:
@@ -126,18 +143,18 @@ def summary(found: list[dict], choice: dict, seeds: list[int], order: list[str],
         n_search, n_stopped = (sum(p["kind"] == kind for p in mine) for kind in (SEARCH, STOPPED))
         c = choice.get(mine[0]["trained_as"])
         if c is None:
-            items.append(f"<li><b>{esc(variant)}</b>: no point chosen yet ({count(n_search, 'search trial')} finished)</li>")
+            items.append({"variant": variant, "point": None, "searched": count(n_search, "search trial")})
             continue
         confirmed = {p["seed"]: p["y"] for p in mine if p["kind"] == CONFIRMATION}
         ci = stats.mean_ci(confirmed.values())
         runs = ", ".join(f"seed {s}: {confirmed[s]:.4f}" for s in sorted(confirmed)) or "none finished yet"
         if ci.n:
-            runs += f"; mean {ci.mean:.4f}" + (f" &plusmn; {ci.half_width:.4f} (95% CI)" if ci.half_width is not None else "")
+            runs += f"; mean {ci.mean:.4f}" + (f" ± {ci.half_width:.4f} (95% CI)" if ci.half_width is not None else "")
         waiting = [s for s in seeds if s not in confirmed]
         if waiting and confirmed:
             runs += f" (seed {', '.join(map(str, waiting))} not finished)"
-        items.append(f'<li class="choice"><b>{esc(variant)}</b>: chose <span class="point">{esc(c["point"])}</span> '
-                     f'({metric} {c["mean"]:.4f}, mean over {count(c["n_seeds"], "search seed")}) among {count(n_search, "search trial")} '
-                     f"that ran to the end; {n_stopped} stopped early by ASHA, not candidates. Confirmation "
-                     f"on {'seed' if len(seeds) == 1 else 'seeds'} {', '.join(map(str, seeds))}: {runs}.</li>")
-    return f'<ul class="confirm">{"".join(items)}</ul>'
+        items.append({"variant": variant, "point": c["point"],
+                      "chosen_on": f"{metric} {c['mean']:.4f}, mean over {count(c['n_seeds'], 'search seed')}",
+                      "searched": count(n_search, "search trial"), "stopped": n_stopped,
+                      "seeds": f"{'seed' if len(seeds) == 1 else 'seeds'} {', '.join(map(str, seeds))}", "runs": runs})
+    return render("confirm.html.j2", choices=items)

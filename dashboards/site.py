@@ -3,6 +3,7 @@ plotly.js) built from the tracking store; it works offline and from file://."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from pathlib import Path
@@ -10,26 +11,17 @@ from pathlib import Path
 import numpy as np
 import plotly.io as pio
 import polars as pl
+from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
-from foxwb.dashboards import claims_table, confirm_page, figures
-from foxwb.dashboards.figures import esc
+from foxwb.dashboards import claims_table, confirm_page, figures, render
 from foxwb.workbench.analysis import runs as results
-from foxwb.workbench.analysis import fairness, status, table
+from foxwb.workbench.analysis import fairness, knobs, status, table
 from foxwb.workbench.analysis.claims import declared, study_claims
 from foxwb.workbench.analysis.effects import effects, grid_effects
 from foxwb.workbench.analysis.scaling.laws import fit_study
 from foxwb.workbench.run.tracking import Store
 from foxwb.workbench.spec.seed_plan import SeedPlan
-
-STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
-table.ablation,table.claims{border-collapse:collapse;font-size:14px}
-table.ablation td,table.ablation th,table.claims td,table.claims th{border-bottom:1px solid #ddd;padding:4px 8px}
-td.num{text-align:right;font-variant-numeric:tabular-nums}td.mark{text-align:center}.sig{color:#b8860b}.note{color:#666;font-size:13px}
-td.failed,.fewer{color:#b22222}.spike{color:#d2691e}.kind{font-size:12px;font-weight:600}.vs{color:#666;font-size:12px}
-section{margin:2em 0}h2{font-size:18px}"""
-# Collects script errors from the first line on, for people and for the browser test alike.
-ERRORS = "<script>window.__wb_errors=[];addEventListener('error',function(e){window.__wb_errors.push(String(e.message))});</script>"
 
 
 def page_name(study: str) -> str:
@@ -37,30 +29,25 @@ def page_name(study: str) -> str:
     return f"study-{slug}-{hashlib.sha1(study.encode()).hexdigest()[:8]}.html"
 
 
-def _script_json(fig) -> str:
+def _script_json(fig) -> Markup:
     # Inside <script>, "</" could close the tag: a name like "</script>" must stay data.
-    return pio.to_json(fig, validate=False).replace("</", "<\\/").replace("<!--", "<\\!--")
+    return Markup(pio.to_json(fig, validate=False).replace("</", "<\\/").replace("<!--", "<\\!--"))
 
 
 class Page:
-    def __init__(self, title: str):
-        self.title, self.parts, self.scripts, self.n = title, [], [], 0
+    """A page's figures, each once: its div's id and its JSON, drawn by templates/page.html.j2."""
 
-    def html(self, text: str) -> None:
-        self.parts.append(text)
+    def __init__(self):
+        self.figures: list[dict] = []
 
-    def figure(self, fig) -> None:
-        self.n += 1
-        div = f"fig-{self.n}"
-        self.parts.append(f'<div id="{div}" class="wb-figure"></div>')
-        self.scripts.append(f'(function(){{var f={_script_json(fig)};Plotly.newPlot("{div}",f.data,f.layout,'
-                            '{"responsive":true,"displaylogo":false});})();')
+    @property
+    def n(self) -> int:
+        return len(self.figures)
 
-    def render(self) -> str:
-        return (f'<!doctype html><html><head><meta charset="utf-8"><title>{esc(self.title)}</title>{ERRORS}'
-                f'<script src="plotly.min.js"></script><style>{STYLE}</style></head><body>'
-                f'<nav><a href="index.html">All studies</a></nav>{"".join(self.parts)}'
-                f'<script>{"".join(self.scripts)}</script></body></html>')
+    def figure(self, fig) -> dict:
+        ref = {"id": f"fig-{self.n + 1}", "json": _script_json(fig)}
+        self.figures.append(ref)
+        return ref
 
 
 def study_page(store: Store, study: str) -> tuple[str, dict]:
@@ -68,30 +55,31 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     runs = [r for r in attempts if r.info.status == "FINISHED"]
     parent = results.study_parent(store, study)
     tags = parent.data.tags if parent else {}
-    page = Page(f"{study} · FoX ablation workbench")
-    page.html(f"<h1>{esc(study)}</h1><p>{esc(tags.get('mlflow.note.content', ''))}</p>")
+    page = Page()
+    ctx = {"title": f"{study} · FoX ablation workbench", "study": study, "description": tags.get("mlflow.note.content", "")}
     everything = results.trial_runs(Path("."), study, runs=attempts)
     everything = results.with_test_documents(store, everything, attempts)  # the claims' seed x document interval
     if everything.is_empty():
-        page.html("<p>No trials tracked yet.</p>")
-        return page.render(), {"variants": 0, "runs": 0}
+        return render("study.html.j2", **ctx, empty=True, figures=[]), {"variants": 0, "runs": 0}
     # One definition of the base, the order and the rows, as `wb results` (foxwb.workbench.analysis.table).
     info = table.study_info(study, everything, parent_tags=tags)
     metric = table.report_metric(everything)  # the test split's, as `wb results` (docs/trials-and-data.md, "Three splits")
     rows = table.study_table(everything, info, metric)
+    # One colour per variant on the whole page, in the design's order (a search's rows: shades of it).
+    colours = figures.Colours(info.order, dict(zip(rows["row"].to_list(), rows["variant"].to_list())))
     # The claims' verdicts first, as `wb results` prints them (the declared claims, as tagged, else the default ones).
     plan = SeedPlan.model_validate_json(tags["seed_plan"]) if tags.get("seed_plan") else None
     verdicts = study_claims(everything, info, declared(tags=tags), plan=plan)
-    page.html('<section id="claims"><h2>Claims</h2>' + claims_table.html(verdicts, info.alpha) + "</section>")
-    page.html("<section><h2>Ablation table</h2>" + split_html(everything, metric)
-              + figures.ablation_table(rows, info, metric) + "</section>")
-    if info.choice:  # tune, then confirm: each variant's search beside the table
-        confirm_section(page, store, attempts, tags, info)
-    fairness_section(page, attempts, tags)  # what each row searched and set: after the table and its search
-    seeds_section(page, everything, rows, info, metric)
-    if info.design_kind == "scaling":
-        scaling_section(page, everything, info)
-    effect_sections(page, everything, info)
+    ctx.update(empty=False, claims=claims_table.html(verdicts, info.alpha),
+               split={"note": table.split_note(everything, metric), "small": table.small_test_sets(everything)},
+               table=figures.ablation_table(rows, info, metric, options=component_options(attempts)))
+    space = searched_space(tags)
+    # Tune, then confirm: each variant's search beside the table; then what each row searched and set.
+    ctx["confirm"] = confirm_section(page, store, attempts, tags, info, colours, space) if info.choice else None
+    ctx["fairness"] = fairness_section(attempts, tags)
+    ctx["seeds"] = seeds_section(page, everything, rows, info, metric, colours)
+    ctx["scaling"] = scaling_section(page, everything, info, colours) if info.design_kind == "scaling" else None
+    ctx["effects"] = effect_sections(page, everything, info, colours)
     # Each trial once: a confirmation row and its chosen search point, or an alias, share trials.
     final = list(status.final_statuses(attempts).values())
     summary = {"variants": rows["variant"].n_unique(), "runs": len(runs), "base": info.base,
@@ -99,66 +87,101 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
                "date": time.strftime("%Y-%m-%d", time.gmtime(parent.info.start_time / 1000)) if parent else "",
                "best": _best(rows)}
     frame = table.normalise(everything.filter(pl.col("status") == "FINISHED"))
-    if frame.is_empty():
-        page.html("<p>No finished trials yet.</p>")
-        return page.render(), summary
-    order = rows.filter(pl.col("n_seeds") > 0)["row"].to_list()
-    curve_sections(page, store, runs, frame, order, sensitivity=not info.choice)
-    cost_section(page, frame, info.order)
-    page.html(f'<p class="note">{frame.height} finished trial rows from {len(runs)} finished runs '
-              f"({len(attempts)} tracked); every number on this page is read from the tracking store.</p>")
-    return page.render(), {**summary, "figures": page.n}
+    ctx["finished"] = not frame.is_empty()
+    if ctx["finished"]:
+        order = rows.filter(pl.col("n_seeds") > 0)["row"].to_list()
+        ctx["curves"] = curve_sections(page, store, runs, frame, order, colours,
+                                       sensitivity=not info.choice, space=space, variants=info.order)
+        ctx["cost"] = cost_section(page, frame, info.order, colours)
+        ctx["footer"] = {"rows": frame.height, "runs": len(runs), "attempts": len(attempts)}
+    return render("study.html.j2", **ctx, figures=page.figures), {**summary, "figures": page.n}
 
 
-def split_html(runs: pl.DataFrame, metric: str) -> str:
-    """Which documents the table's metric was read on (the test set's size), and a loud line where a
-    run's test set is below the default minimum (docs/trials-and-data.md, "Three splits")."""
-    note, small = table.split_note(runs, metric), table.small_test_sets(runs)
-    return ((f'<p class="fewer"><b>{esc(small)}</b></p>' if small else "")
-            + (f'<p class="note">{esc(note)}</p>' if note else ""))
+def component_options(runs: list) -> dict[str, dict[str, dict]]:
+    """variant -> attention slot -> {"all": its kind's options as the variant's runs were given them
+    (the tracked params ``model.attention.<slot>.<option>``; one that differs between its runs, a
+    searched one, is the row's search point and left out), "shown": those the table names beside
+    the kind}: every option of a plug-in's kind (tag ``plugins``) or of a kind not registered here,
+    of a built-in kind those set away from its default."""
+    seen: dict[str, dict[str, set]] = {}
+    plugged: dict[str, set] = {}
+    for r in runs:
+        for name in [r.data.tags.get("variant"), *json.loads(r.data.tags.get("aliases", "[]"))]:
+            mine = seen.setdefault(name, {})
+            for key, value in r.data.params.items():
+                where = knobs.slot(key)
+                if where and where[1] in figures.SLOT_NAMES and key.startswith("model.attention."):
+                    mine.setdefault(key, set()).add(value)
+            for dist in json.loads(r.data.tags.get("plugins", "{}")).values():
+                plugged.setdefault(name, set()).update(dist.get("kinds", []))
+    out: dict[str, dict[str, dict]] = {}
+    for name, params in seen.items():
+        kinds = {knobs.slot(k)[1]: next(iter(v)) for k, v in params.items() if knobs.slot(k)[2] == "kind" and len(v) == 1}
+        for key, values in sorted(params.items()):
+            _, slot, option = knobs.slot(key)
+            if option == "kind" or len(values) != 1 or slot not in kinds:
+                continue
+            value, kind = knobs.parse(next(iter(values))), kinds[slot]
+            defaults = knobs.option_defaults(slot, kind)
+            entry = out.setdefault(name, {}).setdefault(slot, {"all": {}, "shown": {}})
+            entry["all"][option] = fairness.show(value)
+            if f"{slot}={kind}" in plugged.get(name, ()) or not defaults or option not in defaults \
+                    or not knobs.same(value, defaults[option]):
+                entry["shown"][option] = fairness.show(value)
+    return out
 
 
-def seeds_section(page: Page, runs: pl.DataFrame, rows: pl.DataFrame, info: table.StudyInfo, metric: str) -> None:
+def searched_space(tags: dict) -> dict[str, str]:
+    """path -> how it was searched (``loguniform``, ``uniform``, ``choice``), as the study's parent
+    run records it (tag ``search_space``; a store without it: {}, and the figures read the values)."""
+    try:
+        space = json.loads(tags.get("search_space", "{}"))
+    except ValueError:
+        return {}
+    return {p: (d if isinstance(d, str) else next(iter(d), "")) for p, d in space.items()} if isinstance(space, dict) else {}
+
+
+def seeds_section(page: Page, runs: pl.DataFrame, rows: pl.DataFrame, info: table.StudyInfo, metric: str,
+                  colours: figures.Colours) -> dict | None:
     """Each row's seeds as dots around its mean: where one seed runs far from the rest, and which rows
     need many seeds for a small effect. The rows with two seeds or more (a search point on one seed
     has no spread)."""
     spread = rows.filter(pl.col("n_seeds") > 1)["row"].to_list() if not rows.is_empty() else []
     if not spread:
-        return
-    page.html("<section><h2>Seed spread</h2>")
-    page.figure(figures.seeds_figure(table.row_seed_values(runs, info, metric), spread, metric))
-    page.html(f'<p class="note">{metric} of every finished seed, in % from its row\'s mean; the rows\' seeds needed for '
-              "an effect are <code>wb run STUDY --dry-run --effect 0.02</code> (docs/statistics.md).</p></section>")
+        return None
+    fig = figures.seeds_figure(table.row_seed_values(runs, info, metric), spread, metric, colours)
+    return {"figure": page.figure(fig), "metric": metric}
 
 
-def confirm_section(page: Page, store: Store, runs: list, tags: dict, info: table.StudyInfo) -> None:
+def confirm_section(page: Page, store: Store, runs: list, tags: dict, info: table.StudyInfo,
+                    colours: figures.Colours, space: dict[str, str]) -> dict | None:
     """Tune, then confirm: per variant its search, the chosen point and the confirmation runs
     (dashboards/confirm_page.py)."""
     choice, seeds, metric = confirm_page.choice_of(tags)
     if info.design_kind == "crossed":
         # Chosen per cell (workbench/run/confirm.py): the table names each cell's choice under its row
         # (the table's `chosen`); the per-variant search figure below is for the other designs.
-        return
+        return None
     found = confirm_page.points(store, runs, tags)
     if not found:
-        return
-    page.html(f'<section id="search-and-confirmation"><h2>{confirm_page.TITLE}</h2>')
-    page.figure(confirm_page.figure(found, choice, info.order, metric))
-    page.html(confirm_page.summary(found, choice, seeds, info.order, metric) + "</section>")
+        return None
+    log = {path for path in {p["path"] for p in found}
+           if figures.log_scaled([p["value"] for p in found if p["path"] == path], space.get(path))}
+    fig = confirm_page.figure(found, choice, info.order, metric, colours, log)
+    return {"title": confirm_page.TITLE, "caption": confirm_page.CAPTION.format(metric=metric), "figure": page.figure(fig),
+            "summary": confirm_page.summary(found, choice, seeds, info.order, metric)}
 
 
-def scaling_section(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> None:
+def scaling_section(page: Page, runs: pl.DataFrame, info: table.StudyInfo, colours: figures.Colours) -> dict:
     """A scaling study's laws: the loss-parameters figure and the fitted parameters (docs/scaling.md)."""
     ladder, fits, crossings = fit_study(table.normalise(runs), info.order, info.extrapolate_to)
-    page.html("<section><h2>Scaling laws</h2>")
     if ladder.is_empty():
-        page.html("<p>No finished ladder runs yet.</p></section>")
-        return
-    page.figure(figures.scaling_figure(ladder, fits, info.order))
-    page.html(figures.fits_table(fits, crossings) + "</section>")
+        return {"figure": None}
+    return {"figure": page.figure(figures.scaling_figure(ladder, fits, info.order, colours)),
+            "fits": figures.fits_table(fits, crossings)}
 
 
-def effect_sections(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> None:
+def effect_sections(page: Page, runs: pl.DataFrame, info: table.StudyInfo, colours: figures.Colours) -> list[dict]:
     """Effect versus an axis (workbench/analysis/effects.py): a scaling or crossed design's variants against
     the base along its axis; a grid's first axis along each other axis."""
     loss = table.report_metric(runs, "loss")  # the test split's where every run records it
@@ -170,12 +193,9 @@ def effect_sections(page: Page, runs: pl.DataFrame, info: table.StudyInfo) -> No
         for e in grid_effects(runs, info.grid_axes, loss):
             by_axis.setdefault(e["axis"], []).append(e)
     else:
-        return
-    for axis, found in by_axis.items():
-        if found:
-            page.html(f"<section><h2>Effect versus {esc(axis)}</h2>")
-            page.figure(figures.effect_figure(found, loss, axis))
-            page.html("</section>")
+        return []
+    return [{"axis": axis, "figure": page.figure(figures.effect_figure(found, loss, axis, colours))}
+            for axis, found in by_axis.items() if found]
 
 
 def _best(rows: pl.DataFrame) -> str:
@@ -185,46 +205,65 @@ def _best(rows: pl.DataFrame) -> str:
 
 
 def curve_sections(page: Page, store: Store, runs: list, frame: pl.DataFrame, order: list[str],
-                   sensitivity: bool = True) -> None:
+                   colours: figures.Colours, sensitivity: bool = True, space: dict[str, str] | None = None,
+                   variants: list[str] | None = None) -> dict:
     """Per-position loss, training curves, sensitivity (of the search trials alone; a study with a
     confirmation shows its search in confirm_section instead) and which heads forget, one curve
     per row (a variant at one search point: never averaged across searched values)."""
+    out: dict = dict.fromkeys(("positions", "missing", "training", "kept", "sensitivity", "heads"))
     positions = results.per_position(store, runs)
     curves = position_curves(store, runs, frame, order, positions)
     if curves:
-        page.html("<section><h2>Per-position loss</h2>")
-        page.figure(figures.per_position_figure(curves, training_context(runs)))
-        page.html("</section>")
+        out["positions"] = page.figure(figures.per_position_figure(curves, training_context(runs), colours))
     missing = len(runs) - len(positions)
     if missing:
-        # Say why a section is absent instead of leaving it out silently.
-        page.html(f'<p class="note">{missing} of {len(runs)} finished runs have no per-position loss artifact '
-                  f"(an early-stopped trial has none; none at all means the artifacts are not under "
-                  f"{esc(str(store.artifact_root or 'the store'))}, e.g. a tracking store copied without its "
-                  "mlartifacts folder): the per-position and per-head sections show the others only.</p>")
+        out["missing"] = {"n": missing, "of": len(runs), "root": str(store.artifact_root or "the store")}
     training = training_curves(store, runs, frame, order)
     if training:
-        page.html("<section><h2>Training curves</h2>")
-        page.figure(figures.training_curves_figure(training))
-        page.html("</section>")
+        out["training"] = page.figure(figures.training_curves_figure(training, colours=colours))
     # Only gated models log the share (the final value is in the frame): no history fetched otherwise.
     kept = {row: c for row, c in training_curves(store, runs, frame, order, "acp_kept_fraction").items()
             if len(c[0]) > 1} if "acp_kept_fraction" in frame.columns else {}
     if kept:
-        page.html(f"<section><h2>{figures.KEPT_HISTORY_TITLE}</h2>")
-        page.figure(figures.training_curves_figure(kept, "acp_kept_fraction"))
-        page.html(f'<p class="note">{esc(figures.KEPT_HISTORY_NOTE)}</p></section>')
-    searched = results.searched_values([r for r in runs if r.data.tags.get("stage") != confirm_page.STAGE])
-    if sensitivity and not searched.is_empty() and "val_loss" in frame.columns:
-        points = searched.join(frame.filter(pl.col("alias_of").is_null()).select("run_id", "variant", "val_loss"), on="run_id")
-        page.html("<section><h2>Hyperparameter sensitivity</h2>")
-        page.figure(figures.sensitivity_figure(points))
-        page.html("</section>")
+        out["kept"] = {"title": figures.KEPT_HISTORY_TITLE, "note": figures.KEPT_HISTORY_NOTE,
+                       "figure": page.figure(figures.training_curves_figure(kept, "acp_kept_fraction", colours))}
+    points = sensitivity_points(runs) if sensitivity else None
+    if points is not None and not points.is_empty():
+        log = {path for path in points["param"].unique().to_list()
+               if figures.log_scaled(points.filter(pl.col("param") == path)["value"].to_list(), (space or {}).get(path))}
+        fig = figures.sensitivity_figure(points, "val_loss", colours, log, variants)
+        out["sensitivity"] = {"figure": page.figure(fig), "note": figures.SENSITIVITY_NOTE.format(metric="val_loss")}
     heads, log_eps = forgetting_heads(store, runs, frame, order)
     if heads:
-        page.html(f"<section><h2>{figures.HEADS_TITLE}</h2>")
-        page.figure(figures.forgetting_heads_figure(heads, log_eps))
-        page.html("</section>")
+        out["heads"] = {"title": figures.HEADS_TITLE, "note": figures.HEADS_NOTE.format(log_eps=log_eps),
+                        "figure": page.figure(figures.forgetting_heads_figure(heads, log_eps))}
+    return out
+
+
+def sensitivity_points(runs: list, metric: str = "val_loss") -> pl.DataFrame:
+    """One row per finished search trial (not a confirmation run, not one ASHA stopped early: its
+    last validation is no final value) and searched field: variant, seed, param (the field's path),
+    value, rest (the trial's values of the other searched fields) and ``metric``, from the runs'
+    tags (``search_values``: those that are fields of the trial's spec, its params)."""
+    rows = []
+    for r in runs:
+        t = r.data.tags
+        if t.get("stage") == confirm_page.STAGE or t.get("stopped_early") == "true" or metric not in r.data.metrics:
+            continue
+        # The searched fields are paths of the spec; a scaling or crossed design's point ("size") is not one.
+        values = {p: v for p, v in json.loads(t.get("search_values") or "{}").items() if p in r.data.params}
+        for path, value in values.items():
+            rest = ", ".join(f"{fairness.short(p)}={fairness.show(v)}" for p, v in values.items() if p != path)
+            rows.append({"variant": t["variant"], "seed": int(t["seed"]), "param": path, "value": value, "rest": rest,
+                         metric: r.data.metrics[metric]})
+    if not rows:
+        return pl.DataFrame()
+    # Values that are not all numbers (a choice of kinds) are drawn as categories, by their names.
+    if not all(isinstance(r["value"], (int, float)) and not isinstance(r["value"], bool) for r in rows):
+        rows = [{**r, "value": fairness.show(r["value"])} for r in rows]
+    else:
+        rows = [{**r, "value": float(r["value"])} for r in rows]
+    return pl.DataFrame(rows)
 
 
 def training_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[str], metric: str = "val_loss") -> dict:
@@ -242,42 +281,38 @@ def training_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[s
     return training
 
 
-def fairness_section(page: Page, runs: list, tags: dict) -> None:
+def fairness_section(runs: list, tags: dict) -> dict | None:
     """Beside the table, as `wb results` prints it after its own: per row what was searched, the
     choice and the knobs set away from their defaults unsearched, then the flags
     (foxwb.workbench.analysis.fairness, from the tracked runs alone)."""
     fair = fairness.of_runs(runs, tags)
     if not fair["rows"]:
-        return
+        return None
     short, show = fairness.short, fairness.show
-    body = []
-    for r in fair["rows"]:
-        searched = "; ".join(f"{short(p)}: {', '.join(map(show, v)) if isinstance(v, list) else v}"
-                             for p, v in r["searched"].items())
-        choice = ", ".join(f"{short(p)}={show(v)}" for p, v in (r["choice"] or {}).items())
-        edge = ' <b class="fewer">edge</b>' if r["at_edge"] else ""
-        knobs = ", ".join(f"{short(p)}={show(v)}" for p, v in r["knobs"].items())
-        body.append(f'<tr><td>{esc(r["row"])}</td><td>{esc(searched)}</td><td class="num">{r["search_trials"] or ""}</td>'
-                    f"<td>{esc(choice)}{edge}</td><td>{esc(knobs)}</td></tr>")
-    flags = "".join(f"<li>{esc(f['text'])}</li>" for f in fair["flags"])
-    # Not table.ablation: readers of the page (and its tests) take that one for the study table.
-    page.html('<section id="fairness"><h2>Fairness</h2><table class="fairness" style="font-size:13px"><thead><tr>'
-              "<th>row</th><th>searched</th><th>search trials</th><th>choice</th><th>set, not searched</th></tr></thead>"
-              "<tbody>" + "".join(body)
-              + "</tbody></table>" + (f'<ul class="fewer">{flags}</ul>' if flags else '<p class="note">No flag.</p>')
-              + '<p class="note">docs/results.md, "The fairness report".</p></section>')
+    rows = [{"row": r["row"],
+             "searched": "; ".join(f"{short(p)}: {', '.join(map(show, v)) if isinstance(v, list) else v}"
+                                   for p, v in r["searched"].items()),
+             "trials": r["search_trials"] or "",
+             "choice": ", ".join(f"{short(p)}={show(v)}" for p, v in (r["choice"] or {}).items()),
+             "edge": r["at_edge"], "knobs": ", ".join(f"{short(p)}={show(v)}" for p, v in r["knobs"].items())}
+            for r in fair["rows"]]
+    return {"rows": rows, "flags": [f["text"] for f in fair["flags"]]}
 
 
-def cost_section(page: Page, frame: pl.DataFrame, order: list[str]) -> None:
+def cost_section(page: Page, frame: pl.DataFrame, order: list[str], colours: figures.Colours) -> dict:
+    """Parameters, throughput and the rest, a panel per measure with data, and a sentence for each
+    one left out (figures.cost_panels)."""
     cost_cols = [c for c in ("n_params", "tokens_per_s", "mfu", "acp_kept_fraction", *figures.MEMORY_KEYS,
                              "gpu_utilization_mean") if c in frame.columns]
     per_variant = frame.group_by("variant", maintain_order=True).agg(pl.col(c).mean() for c in cost_cols)
     rank = {v: i for i, v in enumerate(order)}
     per_variant = per_variant.with_columns(pl.col("variant").replace_strict(rank, default=len(rank), return_dtype=pl.Int64)
                                            .alias("_o")).sort("_o")
-    page.html("<section><h2>Parameters, throughput, MFU, memory and GPU use</h2>")
-    page.figure(figures.cost_figure(per_variant))
-    page.html("</section>")
+    panels, absent = figures.cost_panels(per_variant)
+    names = [t.split(" (")[0] for _, t in panels if t != figures.KEPT_TITLE] or ["cost"]
+    title = (", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]).capitalize()
+    fig = page.figure(figures.cost_figure(per_variant, colours)) if panels else None
+    return {"title": title, "figure": fig, "absent": absent}
 
 
 def forgetting_heads(store: Store, runs: list, frame: pl.DataFrame, order: list[str]):
@@ -318,14 +353,6 @@ def training_context(runs) -> int | None:
     return None
 
 
-def index_row(page: str, study: str, info: dict) -> str:
-    failed = info.get("failed", 0)
-    return (f'<tr><td><a href="{esc(page)}">{esc(study)}</a></td><td>{esc(info.get("date", ""))}</td>'
-            f'<td class="num">{info["variants"]}</td><td class="num">{info.get("finished", 0)}</td>'
-            f'<td class="num{" failed" if failed else ""}">{failed}</td><td>{esc(info.get("base", ""))}</td>'
-            f'<td>{esc(info.get("best", ""))}</td></tr>')
-
-
 def build_site(store_uri: str, out: Path, artifact_root: Path | None = None, only: str | None = None,
                where: str | None = None) -> dict:
     """Write the site into ``out``; returns {study: page file}. ``where``: the store as errors name
@@ -344,11 +371,9 @@ def build_site(store_uri: str, out: Path, artifact_root: Path | None = None, onl
         name = page_name(study)
         (out / name).write_text(text)
         pages[study] = name
-        items.append(index_row(name, study, info))
-    index = Page("FoX ablation workbench: studies")
-    head = ("<tr><th>Study</th><th>Started</th><th>Variants</th><th>Trials finished</th><th>failed</th>"
-            "<th>Base</th><th>Best row (val_ppl)</th></tr>")
-    index.html(f'<h1>Studies</h1><table class="ablation studies"><thead>{head}</thead><tbody>{"".join(items)}'
-               "</tbody></table>" if items else "<h1>Studies</h1><p>No studies tracked yet.</p>")
-    (out / "index.html").write_text(index.render())
+        items.append({"page": name, "study": study, "date": info.get("date", ""), "variants": info["variants"],
+                      "finished": info.get("finished", 0), "failed": info.get("failed", 0),
+                      "base": info.get("base", ""), "best": info.get("best", "")})
+    (out / "index.html").write_text(render("index.html.j2", title="FoX ablation workbench: studies", studies=items,
+                                           figures=[]))
     return pages

@@ -12,6 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.dashboards.test_site import browser  # noqa: F401  (the module's headless Chromium fixture)
+from tests.dashboards.test_site import colours_by_name, figures_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SEARCH, STOPPED, CHOSEN, CONFIRMATION = ("search trial", "search trial stopped early by ASHA (its last validation)",
@@ -75,7 +76,11 @@ def test_each_variants_search_and_its_confirmation_show_beside_the_table(page, b
     # Every point drawn is the store's, in its variant's panel, drawn as its kind.
     traces = browser.execute_script(
         "return document.querySelector('#search-and-confirmation .wb-figure').data.map(t => "
-        "({meta: t.meta, x: Array.from(t.x), y: Array.from(t.y), xaxis: t.xaxis, hover: t.hovertemplate}))")
+        "({meta: t.meta, x: Array.from(t.x), y: Array.from(t.y), xaxis: t.xaxis, hover: t.hovertemplate, "
+        "color: t.marker.color}))")
+    # The legend: one grey entry per kind, drawing no point; the panels' points name their variant.
+    assert sorted(t["meta"]["legend"] for t in traces if "legend" in t["meta"]) == sorted([SEARCH, STOPPED, CHOSEN, CONFIRMATION])
+    traces = [t for t in traces if "legend" not in t["meta"]]
     drawn = {}
     for t in traces:
         drawn.setdefault(t["meta"]["variant"], {})[t["meta"]["kind"]] = sorted(zip(t["x"], t["y"]))
@@ -84,6 +89,15 @@ def test_each_variants_search_and_its_confirmation_show_beside_the_table(page, b
         for kind, pts in kinds.items():
             got = drawn[variant].get(kind, [])
             assert len(got) == len(pts) and all(g == pytest.approx(p) for g, p in zip(got, pts)), (variant, kind, got, pts)
+    # The learning rate was searched log-uniformly: every panel's axis is log, the same for both variants.
+    layout = browser.execute_script("return document.querySelector('#search-and-confirmation .wb-figure').layout")
+    assert layout["xaxis"]["type"] == layout["xaxis2"]["type"] == "log"
+    # A search trial and a confirmation run in their variant's colour, as in every figure of the page.
+    page_colours = colours_by_name(figures_of(path.read_text()))
+    for t in traces:
+        if t["meta"]["kind"] in (SEARCH, CONFIRMATION):
+            assert t["meta"]["colour_of"] == t["meta"]["variant"] and page_colours[t["meta"]["variant"]] == {t["color"]}
+    assert page_colours["FoX (Pro)"] != page_colours["no gate"]
     n_points = sum(len(t["x"]) for t in traces)
     assert browser.execute_script(
         "return document.querySelectorAll('#search-and-confirmation g.points path.point').length") == n_points

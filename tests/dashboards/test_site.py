@@ -33,14 +33,15 @@ from foxwb.components.registry import ComponentSpec
 class L2QKNormSpec(ComponentSpec):
     slot = "qk_norm"
     kind: Literal["l2norm"] = "l2norm"
+    init_scale: float = 1.0
 
     def build(self, dims):
-        return L2QKNorm(dims.head_dim)
+        return L2QKNorm(dims.head_dim, self.init_scale)
 
 class L2QKNorm(nn.Module):
-    def __init__(self, head_dim):
+    def __init__(self, head_dim, init_scale=1.0):
         super().__init__()
-        self.scale = nn.Parameter(torch.full((1,), float(head_dim) ** 0.5))
+        self.scale = nn.Parameter(torch.full((1,), init_scale * float(head_dim) ** 0.5))
 
     def forward(self, q, k):
         # q, k: (B, T, H, D); unit length over D, one learned scale.
@@ -74,7 +75,7 @@ def site(quickstart, tmp_path_factory):
     mix = {"name": "mix", "base": base, "seeds": [0, 1],
            "design": {"kind": "ablation", "base_name": "FoX (Pro)", "changes": [
                {"name": "raises", "set": {"data": {"kind": "text", "paths": [str(plugin / "missing.txt")], "context": 128}}},
-               {"name": "L2 QK-norm", "set": {"model.attention.qk_norm": "l2norm"}},
+               {"name": "L2 QK-norm", "set": {"model.attention.qk_norm": {"kind": "l2norm", "init_scale": 0.5}}},
                {"name": "bias-only gate", "set": {"model.attention.forget_gate": "bias_only"}}]}}
     (plugin / "mix.yaml").write_text(yaml.safe_dump(mix))
     env = {**__import__("os").environ, "PYTHONPATH": str(plugin)}
@@ -93,6 +94,31 @@ def site(quickstart, tmp_path_factory):
     built = wb("dashboard", "--workdir", workdir, "--out", out)
     assert built.returncode == 0, built.stderr[-2000:]
     return workdir, out
+
+
+def figures_of(page: str) -> list[dict]:
+    """The plotly JSON of every figure of a page, as its script hands it to Plotly."""
+    return [json.loads(m) for m in re.findall(r"var f=(\{.*?\});Plotly", page)]
+
+
+def panel_titles(page: str) -> list[str]:
+    """Every subplot title of a page's figures, on one line (the figures wrap them)."""
+    return [a["text"].replace("<br>", " ") for f in figures_of(page) for a in f["layout"].get("annotations", [])]
+
+
+def colours_by_name(figs: list[dict]) -> dict[str, set[str]]:
+    """name -> the colours its traces are drawn in, over every figure: the traces drawn in a
+    variant's (or row's) colour name it in meta.colour_of (dashboards/figures.py)."""
+    out: dict[str, set[str]] = {}
+    for f in figs:
+        for t in f["data"]:
+            name = (t.get("meta") or {}).get("colour_of")
+            if name is not None:
+                colour = (t.get("line") or {}).get("color") or (t.get("marker") or {}).get("color")
+                assert isinstance(colour, str), t
+                out.setdefault(name, set()).add(colour)
+                assert t.get("legendgroup") in (name, (t.get("meta") or {}).get("kind")), t  # the legend groups by it too
+    return out
 
 
 def test_the_site_is_self_contained(site):
@@ -291,7 +317,7 @@ def test_cost_panel_shows_the_attention_pruning_would_keep(site):
     gated = kept["FoX (Pro)"]
     assert all(0 < k <= 1 for k in gated)
     page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
-    assert "attention kept (pruning threshold)" in page
+    assert "attention kept (pruning threshold)" in panel_titles(page)
     assert f"{sum(gated) / len(gated)}"[:8] in page
 
 
@@ -331,25 +357,35 @@ def test_cost_panel_shows_peak_memory(site):
     for r in runs:
         rss.setdefault(r.data.tags["variant"], []).append(r.data.metrics["peak_rss_mb"])
     page = next(p for p in out.glob("study-quickstart-*.html")).read_text()
-    assert "peak memory (MB, host: no GPU)" in page
+    assert "peak memory (MB, host: no GPU)" in panel_titles(page)
     for values in rss.values():
         assert f"{sum(values) / len(values)}"[:7] in page
 
 
 def test_cost_figure_groups_gpu_memory_and_shows_utilisation():
+    """GPU memory in training and evaluation side by side in one panel, a bar per variant in its colour."""
     import polars as pl
 
-    from foxwb.dashboards.figures import cost_figure
+    from foxwb.dashboards.figures import Colours, cost_figure, cost_panels
 
     frame = pl.DataFrame({"variant": ["a", "b"], "n_params": [1e6, 2e6], "tokens_per_s": [1e5, 9e4], "mfu": [0.4, 0.35],
                           "peak_memory_train_mb": [2000.0, 2600.0], "peak_memory_eval_mb": [800.0, 900.0],
                           "peak_rss_mb": [3000.0, 3100.0], "gpu_utilization_mean": [97.0, 88.0]})
-    fig = cost_figure(frame)
-    titles = [a.text for a in fig.layout.annotations]
-    assert titles[-2:] == ["peak memory (MB)", "GPU utilisation (%, mean)"]
-    bars = {t.name: list(t.y) for t in fig.data}
-    assert bars["GPU, training"] == [2000.0, 2600.0] and bars["GPU, evaluation"] == [800.0, 900.0]
-    assert bars["gpu_utilization_mean"] == [97.0, 88.0] and "host (peak RSS)" not in bars
+    colours = Colours(["b", "a"])
+    fig = cost_figure(frame, colours)
+    titles = [a.text.replace("<br>", " ") for a in fig.layout.annotations]
+    assert titles == ["parameters", "throughput (tokens/s)", "MFU", "peak memory (MB)", "GPU utilisation (%, mean)"]
+    assert cost_panels(frame)[1] == []  # nothing left out
+    bars = {(t.meta["colour_of"], tuple(t.x)): list(t.y) for t in fig.data}
+    assert bars[("a", ("GPU, training", "GPU, evaluation"))] == [2000.0, 800.0]
+    assert bars[("b", ("GPU, training", "GPU, evaluation"))] == [2600.0, 900.0]
+    assert bars[("b", ("gpu_utilization_mean",))] == [88.0] and not any("peak_rss_mb" in x for _, x in bars)
+    assert {t.meta["colour_of"]: t.marker.color for t in fig.data} == {"a": colours("a"), "b": colours("b")}
+    # Without a GPU: no MFU or utilisation panel drawn empty, a sentence for each instead.
+    cpu = frame.drop("mfu", "peak_memory_train_mb", "peak_memory_eval_mb", "gpu_utilization_mean")
+    titles = [a.text.replace("<br>", " ") for a in cost_figure(cpu).layout.annotations]
+    assert titles == ["parameters", "throughput (tokens/s)", "peak memory (MB, host: no GPU)"]
+    assert [s.split(":")[0] for s in cost_panels(cpu)[1]] == ["MFU", "GPU memory", "GPU utilisation"]
 
 
 def test_which_heads_forget_per_layer_and_head(site):
@@ -403,6 +439,11 @@ def test_failed_rows_reasons_and_kind_names_show_in_chromium(site, browser):
     kinds = {r: [k.text for k in rows[r].find_elements(By.CSS_SELECTOR, "td.mark span.kind")] for r in rows}
     assert kinds == {"FoX (Pro)": [], "raises": [], "L2 QK-norm": ["l2norm"], "bias-only gate": ["bias_only"]}
     assert all(k.is_displayed() for k in rows["L2 QK-norm"].find_elements(By.CSS_SELECTOR, "span.kind"))
+    # The plug-in kind's option shows under its name, and on hover with the kind.
+    cell = next(c for c in rows["L2 QK-norm"].find_elements(By.CSS_SELECTOR, "td.mark") if c.text.startswith("l2norm"))
+    assert [o.text for o in cell.find_elements(By.CSS_SELECTOR, "span.option")] == ["init_scale: 0.5"]
+    assert cell.get_attribute("title") == "l2norm (init_scale: 0.5)"
+    assert rows["FoX (Pro)"].find_elements(By.CSS_SELECTOR, "span.option") == []  # the presets' kinds at their defaults
     checks = [c.text for c in rows["FoX (Pro)"].find_elements(By.CSS_SELECTOR, "td.mark")]
     assert checks.count("\u2713") == 5 and checks[0] == ""  # every Pro slot but RoPE
     assert rows["L2 QK-norm"].find_element(By.CSS_SELECTOR, "td.runs").text == "2 finished"
@@ -468,4 +509,180 @@ def test_a_row_compared_unpaired_shows_welchs_interval_in_the_table():
     noisy = rows.filter(pl.col("row") == "noisy").row(0, named=True)
     page = ablation_table(rows, info)
     assert f'Welch {noisy["delta"]:+.3f} &plusmn; {noisy["welch_ci95"]:.3f}' in page and "5 and 3 seeds of base" in page
-    assert "p (paired or Welch, Holm)" in page and ">paired " not in page
+    assert "p (Holm)</th>" in page and ">paired " not in page
+
+
+def test_one_colour_per_variant_in_every_figure_of_a_page(site):
+    """Every figure of a study's page draws a variant in one colour (the loss curves, the seed
+    spread, the share pruning keeps, the cost panels...), and two variants in two colours, in the
+    study's variant order (as tagged on its parent run)."""
+    workdir, out = site
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    for study, pattern in (("quickstart", "study-quickstart-*.html"), ("mix", "study-mix-*.html")):
+        figs = figures_of(next(out.glob(pattern)).read_text())
+        colours = colours_by_name(figs)
+        exp = client.get_experiment_by_name(study)
+        variants = json.loads(client.search_runs([exp.experiment_id], "tags.wb_kind = 'study'")[0].data.tags["variants"])
+        drawn = [v for v in variants if v in colours]
+        assert len(drawn) >= 3, (study, colours)
+        assert all(len(colours[v]) == 1 for v in drawn), {v: colours[v] for v in drawn}
+        assert len({next(iter(colours[v])) for v in drawn}) == len(drawn)
+        # Each variant in several figures: the consistency is across figures, not within one.
+        shown_in = {v: sum(any((t.get("meta") or {}).get("colour_of") == v for t in f["data"]) for f in figs) for v in drawn}
+        assert min(shown_in.values()) >= 3, shown_in
+    from foxwb.dashboards.figures import PALETTE
+
+    first = figures_of(next(out.glob("study-quickstart-*.html")).read_text())
+    assert colours_by_name(first)["FoX (Pro)"] == {PALETTE[0]}  # the study's first variant, the palette's first colour
+
+
+def test_the_p_columns_are_named_as_the_cli_names_them(site):
+    """The table's and the claims' p are Holm-adjusted, headed "p (Holm)" (and "p equiv (Holm)"),
+    with the unadjusted p on hover, named "p (unadjusted)" (as `wb results` names them)."""
+    _, out = site
+    page = next(out.glob("study-quickstart-*.html")).read_text()
+    claims = page[page.index('<section id="claims">'):page.index("</section>", page.index('<section id="claims">'))]
+    assert "<th>p (Holm)</th><th>p equiv (Holm)</th>" in claims
+    assert re.search(r'<td class="num" title="p \(unadjusted\) = [0-9.e-]+">', claims)
+    head = re.search(r'<table class="ablation"><thead>(.*?)</thead>', page).group(1)
+    assert re.findall(r"<th[^>]*>(.*?)</th>", head).count("p (Holm)") == 1
+    assert re.search(r'<td class="num p" title="p \(unadjusted\) = [0-9.e-]+">[0-9.e-]+</td>', page)
+    assert "p (paired" not in page and "p_value" not in page
+
+
+# What a reader sees at a width: the page does not scroll sideways, no number breaks over two lines,
+# no title of a figure runs into another or out of its figure.
+LAYOUT_JS = """
+var out = {width: window.innerWidth, overflow: [document.documentElement.scrollWidth, document.documentElement.clientWidth],
+           wrapped: [], overlaps: [], outside: [], titles: 0};
+document.querySelectorAll('td.num').forEach(function (td) {
+  if (getComputedStyle(td).whiteSpace !== 'nowrap') { out.wrapped.push('no nowrap: ' + td.textContent); return; }
+  var walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT), node;
+  while ((node = walk.nextNode())) {
+    if (!node.textContent.trim() || node.parentElement.closest('.vs, .chosen')) continue;  // labels, not numbers
+    var range = document.createRange(); range.selectNodeContents(node);
+    var tops = new Set(Array.from(range.getClientRects()).map(function (r) { return Math.round(r.top); }));
+    if (tops.size > 1) out.wrapped.push(td.textContent);
+  }
+});
+document.querySelectorAll('.wb-figure').forEach(function (fig) {
+  var box = fig.getBoundingClientRect();
+  var texts = Array.from(fig.querySelectorAll('text[class$="title"], text.annotation-text'))
+    .map(function (e) { return {text: e.textContent, r: e.getBoundingClientRect()}; })
+    .filter(function (e) { return e.r.width > 0 && e.r.height > 0; });
+  out.titles += texts.length;
+  texts.forEach(function (a, i) {
+    if (a.r.left < box.left - 1 || a.r.right > box.right + 1) out.outside.push(a.text);
+    texts.slice(i + 1).forEach(function (b) {
+      if (a.r.left < b.r.right - 1 && b.r.left < a.r.right - 1 && a.r.top < b.r.bottom - 1 && b.r.top < a.r.bottom - 1)
+        out.overlaps.push([a.text, b.text]);
+    });
+  });
+});
+return out;
+"""
+
+
+def check_layout(browser, page: Path, width: int) -> dict:
+    """``page`` opened at ``width`` px: LAYOUT_JS's findings."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.set_window_size(width, 1400)
+    browser.get(page.as_uri())
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+        "return Array.from(document.querySelectorAll('.wb-figure')).every(f => f.querySelector('svg.main-svg'))"))
+    return browser.execute_script(LAYOUT_JS)
+
+
+@pytest.mark.parametrize("width", [1024, 1600])
+def test_every_page_reads_at_the_width_of_a_laptop_and_of_a_desktop(site, browser, width):
+    _, out = site
+    try:
+        for page in sorted(out.glob("*.html")):
+            found = check_layout(browser, page, width)
+            assert width - 20 <= found["width"] <= width, found["width"]
+            scroll, client = found["overflow"]
+            assert scroll <= client, f"{page.name} at {width} px: the page scrolls sideways ({scroll} > {client})"
+            assert found["wrapped"] == [], (page.name, width, found["wrapped"])
+            assert found["overlaps"] == [], (page.name, width, found["overlaps"])
+            assert found["outside"] == [], (page.name, width, found["outside"])
+            if page.name.startswith("study-quickstart"):
+                assert found["titles"] >= 15  # the figures' own titles, subplots' and axes' were all compared
+    finally:
+        browser.set_window_size(1300, 2400)
+
+
+def test_a_panel_without_data_is_not_drawn_but_named(site):
+    """On CPU no run records MFU or GPU use: the cost figure draws no empty panel for them, and a
+    sentence under it says what is absent and why."""
+    _, out = site
+    page = next(out.glob("study-quickstart-*.html")).read_text()
+    titles = panel_titles(page)
+    assert "parameters" in titles and not any(t.startswith(("MFU", "GPU utilisation")) for t in titles)
+    assert '<p class="note absent">MFU: no run records it' in page
+    assert '<p class="note absent">GPU utilisation: no run records it' in page
+
+
+def _search_run(variant, seed, values, loss, **tags):
+    from types import SimpleNamespace
+
+    tags = {"variant": variant, "seed": str(seed), "search_values": json.dumps(values), **tags}
+    return SimpleNamespace(info=SimpleNamespace(run_id=f"{variant}-{seed}-{values}", status="FINISHED"),
+                           data=SimpleNamespace(tags=tags, metrics={"val_loss": loss}, params={p: str(v) for p, v in values.items()}))
+
+
+def test_the_sensitivity_figure_draws_means_with_their_intervals_over_seeds():
+    """Per variant and searched value one point, the mean over its seeds with its 95% t interval as
+    error bars; the seeds faint behind it; a log axis for a field searched log-uniformly; the
+    variants in the page's colours. A run ASHA stopped early and a confirmation run are no points."""
+    import numpy as np
+    from scipy import stats as sps
+
+    from foxwb.dashboards import figures
+    from foxwb.dashboards.site import searched_space, sensitivity_points
+
+    rng = np.random.default_rng(0)
+    lrs = [1e-3, 3e-3, 1e-2]
+    losses = {(v, lr, s): 3 + abs(np.log10(lr) + 2.5) * (1 + (v == "B")) + rng.normal(0, 0.05)
+              for v in ("A", "B") for lr in lrs for s in range(3)}
+    runs = [_search_run(v, s, {"train.lr": lr}, y) for (v, lr, s), y in losses.items()]
+    runs += [_search_run("A", 3, {"train.lr": 1e-3}, 9.0, stopped_early="true"),
+             _search_run("A", 4, {"train.lr": 1e-3}, 9.0, stage="confirm")]
+    ladder = _search_run("A", 0, {"size": "d16"}, 9.0)  # a scaling design's point is no searched field
+    ladder.data.params.clear()
+    runs.append(ladder)
+    points = sensitivity_points(runs)
+    assert points.height == 18
+    space = searched_space({"search_space": json.dumps({"train.lr": {"loguniform": [1e-3, 1e-2]}})})
+    assert space == {"train.lr": "loguniform"}
+    log = {p for p in ("train.lr",) if figures.log_scaled(points["value"].to_list(), space.get(p))}
+    colours = figures.Colours(["B", "A"])
+    fig = figures.sensitivity_figure(points, "val_loss", colours, log).to_dict()
+    assert fig["layout"]["xaxis"]["type"] == "log"
+    means = [t for t in fig["data"] if t["meta"]["role"] == "mean"]
+    seeds = [t for t in fig["data"] if t["meta"]["role"] == "seed"]
+    assert sorted(t["name"] for t in means) == ["A", "B"] and len(seeds) == 2
+    for t in means:
+        v = t["name"]
+        assert list(t["x"]) == lrs  # one point per searched value
+        want = [np.mean([losses[(v, lr, s)] for s in range(3)]) for lr in lrs]
+        half = [sps.t.ppf(0.975, 2) * np.std([losses[(v, lr, s)] for s in range(3)], ddof=1) / np.sqrt(3) for lr in lrs]
+        assert list(t["y"]) == pytest.approx(want) and t["error_y"]["visible"]
+        assert list(t["error_y"]["array"]) == pytest.approx(half)
+        assert t["line"]["color"] == colours(v) and t["mode"] == "lines+markers"
+    for t in seeds:
+        assert len(t["x"]) == 9 and t["marker"]["opacity"] < 0.5 and t["marker"]["color"] == colours(t["meta"]["colour_of"])
+        assert 9.0 not in list(t["y"])
+    # Declared uniform: a linear axis, however wide the values.
+    assert not figures.log_scaled(lrs, "uniform") and figures.log_scaled([0.5, 0.6], "loguniform")
+
+
+@pytest.mark.parametrize("values, log", [([1e-4, 2e-4, 8e-3], True), ([1e-3, 3e-3, 1e-2, 3e-2], True), ([0.003, 0.01], True),
+                                         ([1, 2, 3, 4], False), ([64, 128], False), ([0.0, 0.5, 1.0], False),
+                                         (["rmsnorm", "none"], False)])
+def test_a_searched_field_reads_on_a_log_axis_when_its_values_are_spaced_in_log(values, log):
+    """Without the search space recorded on the parent run, the values tell: over a factor of 10,
+    or evenly spaced in log."""
+    from foxwb.dashboards.figures import log_scaled
+
+    assert log_scaled(values) == log
