@@ -17,4 +17,7 @@ if ! python -c "import torch" 2>/dev/null; then
     python -m pip install -q torch==2.13.0
   fi
 fi
-python -m pip install -q -e "$root[dev]"
+# setuptools warns at every editable install of a package whose folders are mapped (package-dir)
+# that a folder of the package's name in the working directory may shadow it; ours installs as
+# foxwb, and no folder of that name exists here, so the box says nothing: silenced, the rest kept.
+PYTHONWARNINGS="ignore:Editable installation" python -m pip install -q -e "$root[dev]"

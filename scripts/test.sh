@@ -2,9 +2,8 @@
 # Sets up the environment (scripts/setup.sh) and runs the test suite; extra arguments go to pytest.
 # Two pytest-xdist workers by default (WB_TEST_WORKERS=N for another count, 0 for none; a -n among
 # the arguments wins): most of the suite's time is waiting on Ray, MLflow and subprocesses to start,
-# so two workers finish it in 22-34 min on 2 cores (649 tests at 970709b: 34 min; 17 min against 27 for
-# one when it had 632). Every test that starts
-# Ray gives it its own temp dir and ports, so the workers never meet.
+# so two workers finish it well before one (docs/performance.md, "The test suite", has the measured
+# times). Every test that starts Ray gives it its own temp dir and ports, so the workers never meet.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
