@@ -15,10 +15,10 @@ import pytest
 
 from foxwb.workbench.data.tables import SUFFIXES
 from foxwb.workbench.spec.data import HFTokenizerSpec, TableData, Tokenizer
-from foxwb.workbench.spec.errors import check_file_kind, read_yaml, validate
+from foxwb.workbench.spec.errors import read_yaml
 from foxwb.workbench.spec.search import SearchSpec
 from foxwb.workbench.spec.study import Design, expand, load_study
-from foxwb.workbench.spec.trial import DataSpec, TrialSpec
+from foxwb.workbench.spec.trial import DataSpec, TrialSpec, load_trial
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("docs/study-files.md", "docs/trials-and-data.md")
@@ -100,13 +100,6 @@ def write_example(folder: Path, text: str, tokenizer_json: Path) -> Path:
     if isinstance(data, dict) and "extends" in data:
         shutil.copy(ROOT / "studies" / data["extends"], folder / data["extends"])
     return path
-
-
-def load_trial(path: Path) -> TrialSpec:
-    """A trial file read as `wb train` reads it (foxwb.workbench.cli.train.command)."""
-    data = read_yaml(str(path))
-    check_file_kind(data, str(path), "trial")
-    return validate(TrialSpec, data, str(path))
 
 
 def load(folder: Path, kind: str, text: str, tokenizer_json: Path, monkeypatch) -> tuple[list[TrialSpec], object]:

@@ -7,8 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from foxwb.workbench.spec.errors import check_file_kind, read_yaml, validate
-from foxwb.workbench.spec.trial import FEWER_SEQUENCES, TrialSpec
+from foxwb.workbench.spec.trial import FEWER_SEQUENCES, load_trial
 from foxwb.workbench.train import faults, layout
 from foxwb.workbench.train.folder_lock import FolderLock
 from foxwb.workbench.train.loop import TrainError
@@ -30,9 +29,7 @@ def stop_as_ctrl_c() -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    data = read_yaml(args.trial)
-    check_file_kind(data, args.trial, "trial")
-    trial = validate(TrialSpec, data, args.trial)
+    trial = load_trial(args.trial)
     if args.workers is not None:
         # Ray Train only for a trial of several workers: its module sets RAY_TRAIN_V2_ENABLED, which
         # must precede Ray Train's first import, and a one-process trial has no business doing that.

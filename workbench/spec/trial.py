@@ -36,6 +36,7 @@ from foxwb.kernels.attention.pruning import check_tolerance
 from foxwb.workbench.spec.data import DatasetData, ShardData, TableData, Tokenizer, tokenizer_vocab
 from foxwb.workbench.spec.presets import apply_preset
 from foxwb.workbench.spec.base import Spec
+from foxwb.workbench.spec.errors import check_file_kind, read_yaml, validate
 
 
 def Slot(slot: str):
@@ -414,3 +415,11 @@ def data_vocab_size(data) -> int | None:
     if isinstance(data, ShardData):
         return tokenizer_vocab(data.tokenizer)
     return None
+
+
+def load_trial(path: str) -> TrialSpec:
+    """The trial file at ``path`` (`wb train`'s), read and validated; errors name the file, the line
+    and column, and the field."""
+    data = read_yaml(path)
+    check_file_kind(data, path, "trial")
+    return validate(TrialSpec, data, path)
