@@ -9,6 +9,7 @@ optional hooks (components/protocols.py), or declares one with other parameters,
 """
 from __future__ import annotations
 
+import difflib
 import sys
 import types
 from dataclasses import dataclass
@@ -176,7 +177,9 @@ def options_class(slot: str, kind: str) -> type[ComponentSpec]:
     try:
         return _REGISTRY[slot][kind]
     except KeyError:
-        raise UnknownKind(f"unknown kind {kind!r}; registered kinds: {', '.join(kinds(slot))}") from None
+        close = difflib.get_close_matches(str(kind), kinds(slot), n=1)
+        mean = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UnknownKind(f"unknown kind {kind!r}{mean}; registered kinds: {', '.join(kinds(slot))}") from None
 
 
 def parse(slot: str, value: Any) -> ComponentSpec:

@@ -15,12 +15,13 @@ def _pct(x: float | None) -> str:
     return "" if x is None else f"{100 * x:+.2f}%"
 
 
-def _p(p: float | None, unadjusted: float | None, alpha: float) -> dict:
-    """A p cell: the Holm-adjusted p, marked below alpha, the unadjusted one on hover."""
+def _p(p: float | None, unadjusted: float | None, alpha: float, name: str = "p") -> dict:
+    """A p cell: the Holm-adjusted p, marked below alpha, the unadjusted one on hover (``name``: p,
+    or p equiv for the equivalence test's)."""
     if p is None:
         return {"text": "", "sig": False, "title": None}
     return {"text": "<1e-6" if p < 1e-6 else format(p, ".3g"), "sig": p < alpha,
-            "title": None if unadjusted is None else f"p (unadjusted) = {unadjusted:.3g}"}
+            "title": None if unadjusted is None else f"{name} (unadjusted) = {unadjusted:.3g}"}
 
 
 def _claim(c: dict, alpha: float) -> dict:
@@ -33,7 +34,7 @@ def _claim(c: dict, alpha: float) -> dict:
             "delta_loss": "" if c["delta_loss"] is None else format(c["delta_loss"], "+.4f"),
             "ci": f"[{_pct(c['ci95'][0])}, {_pct(c['ci95'][1])}]" if c["ci95"] else "",
             "p": _p(c["p_holm"], c.get("p_unadjusted"), level),
-            "p_equivalence": _p(c["p_equivalence_holm"], c.get("p_equivalence_unadjusted"), level),
+            "p_equivalence": _p(c["p_equivalence_holm"], c.get("p_equivalence_unadjusted"), level, "p equiv"),
             "n": n, "sesoi": f"{100 * c['sesoi']:g}%", "note": c.get("note")}
 
 

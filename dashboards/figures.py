@@ -181,12 +181,18 @@ def ablation_table(rows: pl.DataFrame, info: table.StudyInfo, metric: str = "val
             "ci": f"{r['ci95']:.3f}" if r["ci95"] is not None and r["mean"] is not None else None,
             "delta": _delta(r, info.alpha, p, p_label), "p": "" if p is None else f"{p:.3g}",
             "p_title": f"p (unadjusted) = {r['p_unadjusted']:.3g}" if holm and r["p_unadjusted"] is not None else None,
+            "search": r.get("stage") == "search",
             "mde": "" if r["mde"] is None else f"{r['mde']:.3f}",
             "runs": _runs_text(r), "reasons": "\n".join(r["reasons"] or []), "spikes": _spikes(r),
             "workers": _workers(r.get("workers"))})
     several = any(w not in ("", "1") for w in (s["workers"] for s in shown))
     test = "paired or Welch" if "welch" in rows["test"].to_list() else "paired"
-    return render("ablation.html.j2", rows=shown, slot_names=list(SLOT_NAMES.values()), metric=metric, base=info.base,
+    # A tune-then-confirm study: its confirmation rows are the table, the search rows apart below it.
+    groups = [("", [r for r in shown if not r["search"]]),
+              ("Search, beside the table: the runs each point was chosen on (one seed each; the chosen point's "
+               "row with the confirmation's seeds too)", [r for r in shown if r["search"]])] \
+        if any(r["search"] for r in shown) else [("", shown)]
+    return render("ablation.html.j2", groups=[g for g in groups if g[1]], slot_names=list(SLOT_NAMES.values()), metric=metric, base=info.base,
                   p_label=p_label, test=test, workers=several,
                   note=table_note(info, holm))
 

@@ -128,6 +128,14 @@ def test_the_table_note_says_what_a_confirmation_row_is_compared_with(page):
     assert "Chosen: a confirmation row's searched values, each variant's best search point, run on the confirmation seeds" in text
     assert "compared with the base's confirmation row, at the base's own choice" in text
     assert "Spikes: spikes" not in text and "\u26a1 Spikes: of a row's finished runs" in text
+    # The confirmation rows are the table; the search rows stand apart below it, in a table of their own.
+    import re
+
+    tables = re.findall(r'<table class="(ablation[^"]*)">(.*?)</table>', path.read_text(), re.S)
+    assert [c for c, _ in tables] == ["ablation", "ablation search"]
+    names = [re.findall(r'<td class="variant">([^<]*)', body) for _, body in tables]
+    assert names[0] and not any("[" in n for n in names[0]) and all("[lr=" in n for n in names[1]), names
+    assert "Search, beside the table" in text
 
 
 def test_the_index_counts_each_trial_once(page):

@@ -67,9 +67,9 @@ def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = 
 
     rows = table.to_dicts()
     # A tune-then-confirm study: its confirmation rows are the table; the search they were chosen on beside it.
-    parts = [(None, [r for r in rows if r["chosen"] is not None]),
-             ("search, beside the table: the runs each point was chosen on (one seed each; the choice read "
-              "the select split's val_loss)", [r for r in rows if r["chosen"] is None])] if chosen else [(None, rows)]
+    parts = [(None, [r for r in rows if r["stage"] == "confirmation"]),
+             ("search, beside the table: the runs each point was chosen on (one seed each, the chosen point's "
+              "row with the confirmation's seeds too; the choice read the select split's val_loss)", [r for r in rows if r["stage"] == "search"])] if chosen else [(None, rows)]
     text = []
     for title, part in parts:
         if not part:

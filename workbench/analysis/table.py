@@ -38,7 +38,8 @@ BASE, VS_BASE, SAME_POINT, BEST_POINT = "base", "vs base", "same point", "best p
 STANDARD_KINDS = {slot: next(p["attention"][slot] for p in PRESETS.values() if p["attention"][slot] != "none")
                   for slot in ATTENTION_SLOTS}
 SCHEMA = {
-    "row": pl.String, "variant": pl.String, "search_point": pl.String, "chosen": pl.String, "n_seeds": pl.Int64,
+    "row": pl.String, "variant": pl.String, "search_point": pl.String, "stage": pl.String, "chosen": pl.String,
+    "n_seeds": pl.Int64,
     "seeds_run": pl.List(pl.Int64), "values": pl.List(pl.Float64),
     "seeds_expected": pl.Int64, "fewer_seeds": pl.Boolean, "mean": pl.Float64, "sd": pl.Float64, "ci95": pl.Float64,
     "base_row": pl.String, "comparison": pl.String, "delta": pl.Float64, "paired_n": pl.Int64,
@@ -316,6 +317,8 @@ def study_table(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl") ->
         seeds = info.confirm_seeds if confirming else info.seeds_of(variant)
         expected = len(seeds) if seeds else None
         record = {"row": row, "variant": variant, "search_point": point,
+                  # a tune-then-confirm study's rows: "confirmation" (the table) or "search" (beside it)
+                  "stage": ("confirmation" if confirming else "search") if info.confirm_seeds else None,
                   "chosen": chosen_values(row, point, info) if confirming else None, "n_seeds": ci.n,
                   # Each finished seed and its value, in seed order: what every statistic here is computed from.
                   "seeds_run": list(mine_values), "values": list(mine_values.values()), "seeds_expected": expected,
@@ -324,15 +327,17 @@ def study_table(runs: pl.DataFrame, info: StudyInfo, metric: str = "val_ppl") ->
         record.update(compare(row, variant, point, values, best, info))
         record.update(from_runs(mine, info.planned and (variant, point) in info.planned, expected))
         out.append(record)
-    for record, adjusted in zip(out, holm_distinct(out, values)):
-        record["p_holm"] = adjusted
+    # A tune-then-confirm study's table is its confirmation rows: they are one family, the search
+    # rows beside them another (docs/statistics.md).
+    for family in ([r for r in out if r["stage"] == "confirmation"], [r for r in out if r["stage"] != "confirmation"]):
+        for record, adjusted in zip(family, holm_distinct(family, values)):
+            record["p_holm"] = adjusted
     return pl.DataFrame(out, schema=SCHEMA) if out else pl.DataFrame(schema=SCHEMA)
 
 
 def holm_distinct(records: list[dict], values: dict[str, dict[int, float]]) -> list[float | None]:
     """Holm-adjusted p of each record, each distinct comparison counted once in the family: rows
-    that compare the very same runs (a confirmation row and its chosen search point on the same
-    seeds, a variant and its alias) are one test, and share its adjusted p."""
+    that compare the very same runs (a variant and its alias) are one test, and share its adjusted p."""
     def key(r: dict):
         mine, base = values.get(r["row"], {}), values.get(r.get("base_row") or "", {})
         return r.get("test"), tuple(mine.items()), tuple(base.items())

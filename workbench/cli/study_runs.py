@@ -35,11 +35,25 @@ def results_of(target: str, args: argparse.Namespace):
     runs = results.trial_runs(Path(args.workdir), name, runs=tracked)
     runs = results.with_test_documents(store, runs, tracked)  # for the claims' seed x document interval
     if study is not None:
-        runs, renamed = results.as_planned(runs, expand(study))
+        trials = expand(study)
+        foreign = _not_planned(study, trials, runs)
+        if foreign:
+            print(f"note: {len(foreign)} of the {runs['spec_hash'].n_unique()} trials stored under study {name!r} are not "
+                  f"trials of {target} (spec hashes it does not give: another study of that name, or rows it has "
+                  "dropped or changed since); they are shown as the store names them", file=sys.stderr)
+        runs, renamed = results.as_planned(runs, trials)
         for old, new in renamed.items():
             print(f"note: the runs recorded as {old!r} are the trials {target} now names {new!r} (the same "
                   "spec hashes); they are shown under the file's name", file=sys.stderr)
     return name, study, runs, (parent.data.tags if parent else {})
+
+
+def _not_planned(study, trials: list, runs: pl.DataFrame) -> set[str]:
+    """Spec hashes of the stored runs that are none of the file's trials; empty where the file cannot
+    list all of its trials up front (an Optuna search draws them, a confirmation follows a choice)."""
+    if runs.is_empty() or (study.search is not None and (study.search.algorithm == "optuna" or study.search.confirm)):
+        return set()
+    return set(runs["spec_hash"].to_list()) - {t.spec_hash for t in trials}
 
 
 def readable(study, target: str, what: str, by_name: str):

@@ -169,6 +169,12 @@ def format_validation_error(err: ValidationError, source: str = "", model: type[
             if not hint and len(e["loc"]) > 1 and e["loc"][-1] in model.model_fields:  # a key one level too deep
                 hint = f"; {e['loc'][-1]!r} belongs at the top level of the file"
         loc, note = _as_written(model, data, tuple(e["loc"])), ""
+        if e["type"] == "union_tag_invalid":  # a kind no member of a union (design, data) has
+            ctx = e.get("ctx", {})
+            allowed = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip(" '")]
+            loc = (*loc, ctx.get("discriminator", "'kind'").strip("'"))
+            msg, shown = f"unknown kind {ctx.get('tag')!r}; kinds: {', '.join(allowed)}", ""
+            hint = did_you_mean(str(ctx.get("tag")), allowed)
         if e["type"] == "value_error":
             loc, note, msg = _field_in_message(loc, msg)
         note = note or _row_name(data, loc)

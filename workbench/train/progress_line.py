@@ -44,6 +44,11 @@ class Progress:
         sys.stderr.flush()
         self.origin = None  # its first step from here on: compiling again is not its rate's
 
+    def note(self, text: str) -> None:
+        """A line of what the trial does now, where no step is drawn (its final evaluation)."""
+        sys.stderr.write(f"  {text}...\n")
+        sys.stderr.flush()
+
     def __call__(self, tokens: int, metrics: dict) -> None:
         now = time.time()
         if self.origin is None:

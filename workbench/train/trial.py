@@ -133,6 +133,8 @@ def run_trial(trial: TrialSpec, out_dir: Path, reporter=None, progress: bool = F
             model = workers.gather(model, lambda: build_model(trial.model, execution))
         if model is None:
             return None
+        if echo is not None:  # the final evaluation can take minutes with no step to show
+            echo.note("evaluating: the select split, then the test split (its every document) and the loss per position")
         with PeakMemory(device) as eval_peak:
             result = evaluate(model, data, trial.eval, data.context, device, autocast_for(trial.train, device))
     finally:

@@ -238,9 +238,9 @@ def test_without_the_file_a_searchs_rows_keep_the_plans_order_not_the_start_orde
 
 
 def test_holm_counts_each_distinct_comparison_once():
-    """Tune, then confirm on the seeds the search ran: a confirmation row and its chosen search
-    point hold the same runs, as do a variant and its alias. Holm's family is the distinct
-    comparisons: such rows share one adjusted p, and m counts them once."""
+    """Tune, then confirm on the seeds the search ran: a variant and its alias hold the same runs.
+    Holm's family is the distinct comparisons: such rows share one adjusted p, and m counts them
+    once. The confirmation rows (the table) are one family, the search rows beside it another."""
     import polars as pl
 
     from foxwb.workbench.analysis.table import StudyInfo, study_table
@@ -257,18 +257,18 @@ def test_holm_counts_each_distinct_comparison_once():
                      planned=[(v, "") for v in ("base", "x", "y", "z")], confirm_seeds=[0, 1, 2],
                      choice={"base": "lr=0.01", "x": "lr=0.01", "z": "lr=0.01"})
     rows = {r["row"]: r for r in study_table(pl.DataFrame(runs), info, "val_loss").iter_rows(named=True)}
-    same = ["x", "y", "x [lr=0.01]", "y [lr=0.01]"]
-    assert len({rows[r]["p_unadjusted"] for r in same}) == 1 and len({rows[r]["p_holm"] for r in same}) == 1
-    # The distinct comparisons: x and z at each lr, against the base at that lr.
-    distinct = sorted(rows[r]["p_unadjusted"] for r in ("x", "z", "x [lr=0.001]", "z [lr=0.001]"))
-    assert len({p for r in rows.values() if (p := r["p_unadjusted"]) is not None}) == 4
-    adjusted, running = {}, 0.0
-    for rank, p in enumerate(distinct):
-        running = max(running, min(1.0, (4 - rank) * p))
-        adjusted[p] = running
-    for row in rows.values():
-        if row["p_unadjusted"] is not None:
-            assert row["p_holm"] == adjusted[row["p_unadjusted"]], row["row"]
+    for same in (["x", "y"], ["x [lr=0.01]", "y [lr=0.01]"]):
+        assert len({rows[r]["p_unadjusted"] for r in same}) == 1 and len({rows[r]["p_holm"] for r in same}) == 1
+    # The distinct comparisons: x and z against the base, confirmed (m = 2), and at each lr of the search (m = 4).
+    for family in (("x", "z"), ("x [lr=0.01]", "z [lr=0.01]", "x [lr=0.001]", "z [lr=0.001]")):
+        distinct = sorted(rows[r]["p_unadjusted"] for r in family)
+        assert len(set(distinct)) == len(family)
+        adjusted, running = {}, 0.0
+        for rank, p in enumerate(distinct):
+            running = max(running, min(1.0, (len(family) - rank) * p))
+            adjusted[p] = running
+        for r in family:
+            assert rows[r]["p_holm"] == adjusted[rows[r]["p_unadjusted"]], r
 
 
 def test_a_ladder_read_by_name_keeps_the_axis_order():

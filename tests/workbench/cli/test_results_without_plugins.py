@@ -70,6 +70,12 @@ def test_results_of_a_study_file_need_not_its_plugins(tmp_path):
     # The claims' verdicts and the JSON read the same way.
     as_json = wb("results", study, "--workdir", workdir, "--format", "json", env=bare)
     assert as_json.returncode == 0 and '"claims"' in as_json.stdout, as_json.stderr[-3000:]
+    # Another file that takes the same name: its table is the store's, and a note says none of it is the file's.
+    (tmp_path / "other").mkdir()
+    other = write_study(tmp_path / "other", name="tempered", base={**base, "train": {**base["train"], "tokens": 8192}})
+    foreign = wb("results", other, "--workdir", workdir, env=installed)
+    assert foreign.returncode == 0 and f"note: 3 of the 3 trials stored under study 'tempered' are not trials of {other}" \
+        in foreign.stderr, foreign.stderr[-3000:]
     status = wb("status", study, "--workdir", workdir, env=bare)  # and so does `wb status FILE`
     assert status.returncode == 0 and status.stdout.count("finished") >= 3, status.stderr[-3000:]
 

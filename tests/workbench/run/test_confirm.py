@@ -108,7 +108,10 @@ def test_tune_then_confirm_chooses_from_the_search_runs_it_resumes_between_stage
     # with the base's, against the store by hand.
     out = wb("results", study, "--workdir", workdir, "--format", "json", "--metric", "val_loss")
     assert out.returncode == 0, out.stderr[-2000:]
-    rows = {r["variant"]: r for r in json.loads(out.stdout)["rows"] if r["search_point"] == ""}
+    listed = json.loads(out.stdout)["rows"]
+    rows = {r["variant"]: r for r in listed if r["search_point"] == ""}
+    assert {r["stage"] for r in listed if r["search_point"] == ""} == {"confirmation"}
+    assert {r["stage"] for r in listed if r["search_point"] != ""} == {"search"}
     values = {v: {} for v in by_hand}
     for r in trials:
         v = r.data.tags["variant"]
