@@ -75,3 +75,9 @@ def random_search_confirmed(tmp_path_factory):
     from tests.workbench.run.test_confirm import run_random_asha
 
     return once_across_workers(tmp_path_factory, "random_asha", run_random_asha)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from tests.cli import stop_shared_ray
+
+    stop_shared_ray()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from tests.conftest import ROOT
+from tests.cli import wb
 from foxwb.workbench.run.tracking import open_store
 
 SCRIPT = str(ROOT / "scripts" / "carry_store.py")
@@ -29,8 +30,7 @@ def _indexes(db_path):
 
 
 def _results(workdir):
-    run = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "results", "quickstart", "--workdir", str(workdir),
-                          "--format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    run = wb("results", "quickstart", "--workdir", workdir, "--format", "json")
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(run.stdout)
 

@@ -5,8 +5,6 @@ search algorithm the specs allow has one, so a kind added without an example fai
 import json
 import re
 import shutil
-import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 from typing import get_args
@@ -19,6 +17,7 @@ from foxwb.workbench.spec.errors import read_yaml
 from foxwb.workbench.spec.search import SearchSpec
 from foxwb.workbench.spec.study import Design, expand, load_study
 from foxwb.workbench.spec.trial import DataSpec, TrialSpec, load_trial
+from tests.cli import wb
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("docs/study-files.md", "docs/trials-and-data.md")
@@ -184,8 +183,7 @@ def test_a_text_example_plans_with_wb_run_dry_run(where, text, tmp_path, tokeniz
     study = tmp_path / "study.yaml"
     study.write_text(json.dumps({"name": "docs_text", "base": {k: v for k, v in trial.items() if k != "seed"},
                                  "design": {"kind": "variants", "variants": [{"name": "text"}]}, "seeds": [0]}))
-    proc = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "run", str(study), "--dry-run",
-                           "--workdir", str(tmp_path / "w")], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    proc = wb("run", study, "--dry-run", "--workdir", tmp_path / "w", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "study 'docs_text': 1 trial," in proc.stdout and "test set of every row:" in proc.stdout, proc.stdout
     if "tokenizer: bpe" not in text:

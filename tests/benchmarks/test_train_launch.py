@@ -4,10 +4,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import yaml
+
+from tests.cli import shared_ray
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,10 +25,11 @@ def test_the_launch_comparison_runs_every_path_on_the_same_batches(tmp_path):
     trial = tmp_path / "trial.yaml"
     trial.write_text(yaml.safe_dump(TRIAL))
     out = tmp_path / "launch.json"
-    ray_tmp = tempfile.mkdtemp(prefix="wbl-", dir="/tmp")  # a Ray of the benchmark's own
+    # The Ray Train runs join this pytest worker's cluster (tests/cli.py) as they join RAY_ADDRESS's
+    # (foxwb.workbench.run.ray_train.run_workers), with its token (`ray start` turns it on).
     proc = subprocess.run([sys.executable, "benchmarks/train_throughput.py", "--launch", "--check", str(trial),
                            "--steps", "6", "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=900,
-                          env={**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_ADDRESS": ""})
+                          env={**os.environ, "RAY_ADDRESS": shared_ray(), "RAY_AUTH_MODE": "token"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     runs = json.loads(out.read_text())["runs"]
     assert [r["path"] for r in runs] == ["plain", "ray-train ddp x1", "ray-train fsdp x1", "ray-train ddp x2",

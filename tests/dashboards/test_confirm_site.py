@@ -4,8 +4,6 @@ random_search_confirmed) and opened in headless Chromium: beside the table, per 
 search trials against the searched learning rate, the trial ASHA stopped drawn apart, the chosen
 point marked and the confirmation runs, all read back against the store."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.dashboards.test_site import browser  # noqa: F401  (the module's headless Chromium fixture)
 from tests.dashboards.test_site import colours_by_name, figures_of
+from tests.cli import wb
 
 ROOT = Path(__file__).resolve().parents[2]
 SEARCH, STOPPED, CHOSEN, CONFIRMATION = ("search trial", "search trial stopped early by ASHA (its last validation)",
@@ -24,8 +23,7 @@ def page(random_search_confirmed, tmp_path_factory):
     workdir, proc, _ = random_search_confirmed
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = tmp_path_factory.mktemp("confirm-site")
-    built = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "dashboard", "--workdir", str(workdir), "--out", str(out)],
-                           capture_output=True, text=True, cwd=ROOT, timeout=300)
+    built = wb("dashboard", "--workdir", workdir, "--out", out)
     assert built.returncode == 0, built.stderr[-3000:]
     return workdir, next(out.glob("study-tuned-*.html"))
 

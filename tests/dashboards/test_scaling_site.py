@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.dashboards.test_site import browser  # noqa: F401  (the module's headless Chromium fixture)
 from foxwb.workbench.analysis.scaling import fit as scaling
+from tests.cli import wb
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = [16, 24, 32, 48, 64]
@@ -33,9 +34,6 @@ STUDY = {
 }
 
 
-def wb(*args):
-    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -12,15 +12,14 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from tests.cli import wb
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--window-size=1300,2400"]
 
 
-def wb(*args, timeout=300, env=None):
-    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=timeout, env=env)
 
 
 PLUGIN = """

@@ -23,15 +23,13 @@ from mlflow.tracking import MlflowClient
 from scipy import stats as sps
 
 from tests.workbench.run.test_run import MINI_BASE
+from tests.cli import wb
 
 ROOT = Path(__file__).resolve().parents[3]
 ROWS = [f"forget_gate={g} [lr={lr}]" for g in ("data_dependent", "bias_only") for lr in ("0.003", "0.01")]
 BASE = "forget_gate=data_dependent"
 
 
-def wb(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=timeout)
 
 
 def wb_here(*args) -> tuple[int, str]:

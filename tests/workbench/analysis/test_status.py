@@ -11,15 +11,13 @@ from foxwb.workbench.spec.errors import validate
 from foxwb.workbench.run.lease import Lease
 from foxwb.workbench.spec.study import StudySpec, expand
 from foxwb.workbench.run.tracking import Store, create_local_store, local_tracking_uri
+from tests.cli import wb
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE = {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2},
         "data": {"kind": "builtin", "context": 32}, "train": {"tokens": 10000}}
 
 
-def wb(*args):
-    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
 
 
 def test_status_reads_every_trial_state_and_flags_an_idle_gpu(tmp_path):

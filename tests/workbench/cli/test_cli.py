@@ -2,12 +2,11 @@ import dataclasses
 import subprocess
 import sys
 from pathlib import Path
+from tests.cli import wb
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def wb(*args):
-    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *args], capture_output=True, text=True)
 
 
 def test_info_of_a_preset_prints_counts_breakdown_and_flops():

@@ -13,6 +13,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from tests.workbench.drivers import kill_session
+from tests.cli import wb
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -39,9 +40,6 @@ def write_study(tmp_path, search=None, **extra):
     return path
 
 
-def wb(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600, **kw)
 
 
 def store(workdir):

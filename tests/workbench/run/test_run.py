@@ -17,9 +17,9 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from tests.workbench.drivers import kill_session
+from tests.cli import BIN, free_port, start_ray_head, stop_ray_head, wb
 
 ROOT = Path(__file__).resolve().parents[3]
-BIN = Path(sys.executable).parent
 
 MINI_BASE = {
     "model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2,
@@ -39,9 +39,6 @@ def write_study(tmp_path, name="mini", changes=None, seeds=(0,), base=None, **ex
     return path
 
 
-def wb(*args, timeout=300, **kw):
-    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, timeout=timeout, **kw)
 
 
 def trial_runs(workdir, experiment):
@@ -257,46 +254,13 @@ def test_bad_study_files_write_nothing(tmp_path, case, expected):
         path = write_study(tmp_path, resources={"cpu": 1000, "gpu": 0})
     else:
         path = write_study(tmp_path, changes=[])
-    proc = wb("run", path, "--workdir", tmp_path / "w", timeout=120)
+    proc = wb("run", path, "--workdir", tmp_path / "w", timeout=120, own_ray=True)  # this machine's resources
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert expected in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "w" / "mlflow.db").exists()
     if case == "more cpus than here":  # the dry run says so too, and runs nothing
         dry = wb("run", path, "--workdir", tmp_path / "w", "--dry-run", timeout=120)
         assert dry.returncode == 0 and f"note: `wb run` here stops at once: {expected}" in dry.stdout, dry.stdout
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_ray_head(port: int, temp_dir: str) -> subprocess.Popen:
-    """A Ray head of the test's own (`ray start --block`, its own temp dir and session), stopped by
-    killing that process group: never `ray stop`, which stops every Ray cluster on the machine."""
-    head = subprocess.Popen([str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
-                             "--port", str(port), "--temp-dir", temp_dir, "--num-cpus", "2",
-                             "--include-dashboard=false", "--disable-usage-stats"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and head.poll() is None:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return head
-        time.sleep(0.5)
-    stop_ray_head(head)
-    pytest.fail(f"ray start did not come up: {head.stderr.read()[-2000:] if head.stderr else ''}")
-
-
-def stop_ray_head(head: subprocess.Popen) -> None:
-    if head.poll() is None:
-        os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait(timeout=30)
 
 
 def test_an_existing_ray_cluster_runs_the_study(tmp_path):

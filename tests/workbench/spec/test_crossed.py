@@ -2,14 +2,13 @@
 real Ray and MLflow; `wb results --format json` gives each variant's paired difference from the
 base at every value, checked against the store by hand; and the designs' bad input."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 from scipy import stats
+from tests.cli import wb
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE = {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 32, "n_layers": 1, "n_heads": 2,
@@ -21,9 +20,6 @@ VARIANTS = [{"name": "FoX (Pro)", "set": {"model.attention.forget_gate": "data_d
             {"name": "no gate", "set": {"model.attention.forget_gate": "none"}}]
 
 
-def wb(*args):
-    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600)
 
 
 def write(tmp_path, design, **extra):

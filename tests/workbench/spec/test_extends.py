@@ -1,8 +1,6 @@
 """`extends:` in study files: a variant of a study is a few lines, merged over the file it extends;
 a bad `extends` is one error naming the file, the field and what is allowed."""
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -11,6 +9,7 @@ import pytest
 from foxwb.workbench.spec.errors import SpecError, read_yaml, validate
 from foxwb.workbench.spec.study import StudySpec, expand, load_study, merge_extended
 from foxwb.workbench.spec.trial import TrialSpec
+from tests.cli import wb
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -200,8 +199,6 @@ def test_a_file_without_extends_keeps_its_spec_hashes():
     assert len(loaded) == 6 and [(t.row, t.seed, t.spec_hash) for t in loaded] == [(t.row, t.seed, t.spec_hash) for t in direct]
 
 
-def wb(*args):
-    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *map(str, args)], capture_output=True, text=True)
 
 
 def test_wb_run_reads_an_extending_file(tmp_path):

@@ -7,6 +7,7 @@ import pytest
 from foxwb.workbench.spec.errors import read_yaml, validate
 from foxwb.workbench.spec.trial import TrialSpec
 from foxwb.workbench.spec.study import StudySpec, expand
+from tests.cli import wb
 
 ROOT = Path(__file__).resolve().parents[3]
 FILES = sorted(p.relative_to(ROOT).as_posix() for folder in ("studies", "experiments")
@@ -29,11 +30,7 @@ def test_a_shipped_file_validates(name):
 
 @pytest.mark.parametrize("path,trials", [("studies/scaling_ladder.yaml", 16), ("studies/context_sweep.yaml", 12)])
 def test_dry_run_lists_each_trial_with_parameters_tokens_and_flops(path, trials, tmp_path):
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "run", path, "--dry-run", "--workdir", str(tmp_path)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = wb("run", path, "--dry-run", "--workdir", tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[1].split()[-5:] == ["params", "tokens", "train", "FLOPs", "status"]
@@ -46,8 +43,6 @@ def test_the_tuned_table3_searches_every_row_then_confirms_it(tmp_path):
     learning rates on seed 0 and confirmed on 3 seeds, in the stable recipe of docs/stability.md
     (every gate and KV-shift normalised by 16, a 10M-token warmup); its dry run lists the search
     and says what follows it."""
-    import subprocess
-    import sys
 
     table3 = expand(validate(StudySpec, read_yaml(str(ROOT / "experiments/table3_1024/fox_table3.yaml")), "fox_table3"))
     study = validate(StudySpec, read_yaml(str(ROOT / "studies/fox_table3_tuned.yaml")), "fox_table3_tuned")
@@ -70,8 +65,7 @@ def test_the_tuned_table3_searches_every_row_then_confirms_it(tmp_path):
         for key in ("lr", "warmup_tokens"):
             new["train"][key] = old["train"][key]
         assert new == old, t.variant
-    proc = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "run", "studies/fox_table3_tuned.yaml", "--dry-run",
-                           "--workdir", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = wb("run", "studies/fox_table3_tuned.yaml", "--dry-run", "--workdir", tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "study 'fox_table3_tuned': 42 trials, 0 done (42 to run)"
@@ -115,8 +109,6 @@ def test_an_experiment_reruns_by_the_command_its_readme_gives(name, tmp_path):
     """experiments/<name>/README.md's "Run" block names each study file of the folder, and each
     plans as it says (a dry run: the trials it would train, here on a machine without a GPU)."""
     import re
-    import subprocess
-    import sys
 
     readme = (ROOT / "experiments" / name / "README.md").read_text()
     run = readme[readme.index("## Run"):]
@@ -125,9 +117,7 @@ def test_an_experiment_reruns_by_the_command_its_readme_gives(name, tmp_path):
     folder = {p.relative_to(ROOT).as_posix() for p in (ROOT / "experiments" / name).glob("*.yaml")}
     assert folder <= named, f"study files of experiments/{name} its README's Run block does not name: {folder - named}"
     for path in sorted(folder):
-        proc = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "run", path, "--dry-run",
-                               "--workdir", str(tmp_path / Path(path).stem)], capture_output=True, text=True,
-                              cwd=ROOT, timeout=300)
+        proc = wb("run", path, "--dry-run", "--workdir", tmp_path / Path(path).stem)
         assert proc.returncode == 0, f"{path}: {proc.stderr[-2000:]}"
         assert re.match(r"study '[\w-]+': \d+ trials", proc.stdout), (path, proc.stdout[:300])
 
@@ -136,13 +126,9 @@ def test_a_store_written_before_the_house_moved_has_nothing_to_rerun(tmp_path):
     """experiments/table3_4096_llama's store was written by the code before its modules moved into
     stages and under foxwb: its study plans every trial done (same spec hashes, same store)."""
     import lzma
-    import subprocess
-    import sys
 
     (tmp_path / "mlflow.db").write_bytes(lzma.decompress(
         (ROOT / "experiments/table3_4096_llama/fox_table3_4096_llama.db.xz").read_bytes()))
-    proc = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "run",
-                           "experiments/table3_4096_llama/fox_table3_4096_llama.yaml", "--dry-run",
-                           "--workdir", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = wb("run", "experiments/table3_4096_llama/fox_table3_4096_llama.yaml", "--dry-run", "--workdir", tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines()[0] == "study 'fox_table3_4096_llama': 334 trials, 334 done (334 finished)"

@@ -1,0 +1,138 @@
+"""`wb ...` as the tests call it: one helper for every test module.
+
+Most of the suite's time went to starting processes: a Python that imports torch, MLflow and Ray
+for each `wb results`, and a Ray of its own for each `wb run`. So:
+
+- the commands that only read (`results`, `status`, `info`, `dashboard` without `--serve`,
+  `run --dry-run`, `--version`) run in this process through the CLI's own ``main``, its output and
+  exit status taken as a process's would be;
+- `wb run` runs in a process of its own, as a user runs it, on a Ray cluster this pytest worker
+  starts once (``shared_ray``): what it tests is the study's run, not Ray's start-up, which
+  the tests of a local Ray (no ``--ray-address``) keep testing in their own Ray.
+
+A test that sets ``env`` (a plug-in on PYTHONPATH, a fault to inject, a Ray address of its own)
+gets a process and a Ray of its own, as does ``own_ray=True``: the shared cluster's workers were
+started with this process's environment, not the test's, and a test of what a local run does
+(its Ray's start, its processes' end, its logs) must run one.
+"""
+from __future__ import annotations
+
+import atexit
+import io
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from contextlib import chdir, redirect_stderr, redirect_stdout
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+READERS = {"results", "status", "info", "dashboard", "--version"}
+
+
+def wb(*args, timeout: float = 600, env: dict | None = None, cwd: Path = ROOT, own_ray: bool = False,
+       in_process: bool | None = None, **kw) -> subprocess.CompletedProcess:
+    """What `wb ARGS` does in ``cwd``, as a completed process (args, returncode, stdout, stderr)."""
+    args = [str(a) for a in args]
+    if in_process is None:
+        in_process = env is None and not kw and _reads_only(args)
+    if in_process:
+        return _here(args, cwd)
+    if args and args[0] == "run" and env is None and not own_ray and "--ray-address" not in args and "--dry-run" not in args:
+        args += ["--ray-address", shared_ray()]
+    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout, env=env, **kw)
+
+
+def _reads_only(args: list[str]) -> bool:
+    if not args:
+        return False
+    if args[0] == "run":
+        return "--dry-run" in args
+    if args[0] == "dashboard":
+        return "--serve" not in args
+    return args[0] in READERS
+
+
+def _here(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``main(args)`` in this process and in ``cwd``, stdout and stderr captured, an exit by
+    SystemExit (argparse) or an exception turned into the exit status a process would have had (1,
+    with the traceback)."""
+    from foxwb.workbench.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with chdir(cwd), redirect_stdout(out), redirect_stderr(err):
+        try:
+            rc = main(args)
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except Exception:
+            traceback.print_exc()
+            rc = 1
+    return subprocess.CompletedProcess(["wb", *args], rc, out.getvalue(), err.getvalue())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_ray_head(port: int, temp_dir: str, cpus: int = 2) -> subprocess.Popen:
+    """A Ray head of the test's own (`ray start --block`, its own temp dir and session), stopped by
+    killing that process group (stop_ray_head): never `ray stop`, which stops every Ray cluster on
+    the machine."""
+    head = subprocess.Popen([str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+                             "--port", str(port), "--temp-dir", temp_dir, "--num-cpus", str(cpus),
+                             "--include-dashboard=false", "--disable-usage-stats"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and head.poll() is None:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return head
+        time.sleep(0.5)
+    stop_ray_head(head)
+    raise RuntimeError(f"ray start did not come up: {head.stderr.read()[-2000:] if head.stderr else ''}")
+
+
+def stop_ray_head(head: subprocess.Popen) -> None:
+    if head.poll() is None:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait(timeout=30)
+
+
+_shared: dict = {}
+
+
+def shared_ray() -> str:
+    """The address of this pytest worker's Ray cluster, started at the first call (as many CPUs as
+    this machine has, as a local Ray would) and stopped at the session's end
+    (stop_shared_ray)."""
+    if "address" not in _shared:
+        port = free_port()
+        # Ray's socket paths must stay short (108 bytes): a temp dir under /tmp, not pytest's.
+        temp_dir = tempfile.mkdtemp(prefix="wbray-", dir="/tmp")
+        head = start_ray_head(port, temp_dir, cpus=len(os.sched_getaffinity(0)))
+
+        _shared.update(address=f"127.0.0.1:{port}", head=head, temp_dir=temp_dir)
+        atexit.register(stop_shared_ray)
+    return _shared["address"]
+
+
+def stop_shared_ray() -> None:
+    """Stops this worker's shared cluster if it started one (tests/conftest.py: at the session's end)."""
+    if "head" in _shared:
+        stop_ray_head(_shared.pop("head"))
+        shutil.rmtree(_shared.pop("temp_dir"), ignore_errors=True)
+        _shared.clear()
