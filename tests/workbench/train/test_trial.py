@@ -263,6 +263,24 @@ def test_bad_input_gets_one_clear_error(tmp_path, case, expected):
     assert "Traceback" not in proc.stderr
 
 
+def test_running_out_of_memory_in_a_step_gets_the_same_advice():
+    """A batch under the up-front bound (one hidden state within the machine's memory) that still
+    runs out of memory in its step gets the sentence the bound gives, not the allocator's text."""
+    import torch
+
+    from foxwb.workbench.train.loop import TrainError, _oom_advice
+    from foxwb.workbench.spec.trial import TrainSpec
+
+    spec = TrainSpec(batch_size=64, grad_accum=2)
+    with pytest.raises(TrainError, match=r"train.batch_size=64 with context 256 does not fit in memory on cpu: "
+                                         r"lower batch_size .* \(e.g. batch_size 32, grad_accum 4\)"):
+        with _oom_advice(spec, 256, torch.device("cpu")):
+            raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
+    with pytest.raises(RuntimeError, match="shape mismatch"):  # anything else passes through
+        with _oom_advice(spec, 256, torch.device("cpu")):
+            raise RuntimeError("shape mismatch")
+
+
 def test_source_fingerprint_names_the_code(tmp_path):
     """result.json's versions.source: equal for equal sources, different after a one-byte edit."""
     import shutil
