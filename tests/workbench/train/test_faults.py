@@ -29,8 +29,7 @@ def as_a_user():
 
 
 def wb_as_user(*args, timeout=180):
-    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=timeout, preexec_fn=as_a_user)
+    return wb(*args, timeout=timeout, own_ray=True, preexec_fn=as_a_user)  # a process and a Ray of its own
 
 
 def one_error(proc, expected: str, rc: int) -> None:

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.cli import wb
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def wb_train(trial, out, *extra, **kw):
-    return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "train", str(trial), "--out", str(out), *extra],
-                          capture_output=True, text=True, cwd=ROOT, **kw)
+    return wb("train", trial, "--out", out, *extra, **kw)
 
 
 @pytest.fixture(scope="module")
