@@ -35,18 +35,23 @@ def _script_json(fig) -> Markup:
 
 
 class Page:
-    """A page's figures, each once: its div's id and its JSON, drawn by templates/page.html.j2."""
+    """A page's figures, each once: its div's id and its JSON, drawn by templates/page.html.j2; and
+    each by its name (``named``: name -> plotly figure), the same on every build of the page, which
+    `wb dashboard` logs to the study's MLflow run."""
 
     def __init__(self):
         self.figures: list[dict] = []
+        self.named: dict = {}
 
     @property
     def n(self) -> int:
         return len(self.figures)
 
-    def figure(self, fig) -> dict:
+    def figure(self, fig, name: str) -> dict:
         ref = {"id": f"fig-{self.n + 1}", "json": _script_json(fig)}
         self.figures.append(ref)
+        slug = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "figure"
+        self.named[slug if slug not in self.named else f"{slug}-{self.n}"] = fig
         return ref
 
 
@@ -94,7 +99,7 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
                                        sensitivity=not info.choice, space=space, variants=info.order)
         ctx["cost"] = cost_section(page, frame, info.order, colours)
         ctx["footer"] = {"rows": frame.height, "runs": len(runs), "attempts": len(attempts)}
-    return render("study.html.j2", **ctx, figures=page.figures), {**summary, "figures": page.n}
+    return render("study.html.j2", **ctx, figures=page.figures), {**summary, "figures": page.n, "named": page.named}
 
 
 def component_options(runs: list) -> dict[str, dict[str, dict]]:
@@ -150,7 +155,7 @@ def seeds_section(page: Page, runs: pl.DataFrame, rows: pl.DataFrame, info: tabl
     if not spread:
         return None
     fig = figures.seeds_figure(table.row_seed_values(runs, info, metric), spread, metric, colours)
-    return {"figure": page.figure(fig), "metric": metric}
+    return {"figure": page.figure(fig, "seeds"), "metric": metric}
 
 
 def confirm_section(page: Page, store: Store, runs: list, tags: dict, info: table.StudyInfo,
@@ -168,7 +173,7 @@ def confirm_section(page: Page, store: Store, runs: list, tags: dict, info: tabl
     log = {path for path in {p["path"] for p in found}
            if figures.log_scaled([p["value"] for p in found if p["path"] == path], space.get(path))}
     fig = confirm_page.figure(found, choice, info.order, metric, colours, log)
-    return {"title": confirm_page.TITLE, "caption": confirm_page.CAPTION.format(metric=metric), "figure": page.figure(fig),
+    return {"title": confirm_page.TITLE, "caption": confirm_page.CAPTION.format(metric=metric), "figure": page.figure(fig, "search"),
             "summary": confirm_page.summary(found, choice, seeds, info.order, metric)}
 
 
@@ -177,7 +182,7 @@ def scaling_section(page: Page, runs: pl.DataFrame, info: table.StudyInfo, colou
     ladder, fits, crossings = fit_study(table.normalise(runs), info.order, info.extrapolate_to)
     if ladder.is_empty():
         return {"figure": None}
-    return {"figure": page.figure(figures.scaling_figure(ladder, fits, info.order, colours)),
+    return {"figure": page.figure(figures.scaling_figure(ladder, fits, info.order, colours), "scaling"),
             "fits": figures.fits_table(fits, crossings)}
 
 
@@ -194,7 +199,7 @@ def effect_sections(page: Page, runs: pl.DataFrame, info: table.StudyInfo, colou
             by_axis.setdefault(e["axis"], []).append(e)
     else:
         return []
-    return [{"axis": axis, "figure": page.figure(figures.effect_figure(found, loss, axis, colours))}
+    return [{"axis": axis, "figure": page.figure(figures.effect_figure(found, loss, axis, colours), f"effect-{axis}")}
             for axis, found in by_axis.items() if found]
 
 
@@ -214,29 +219,29 @@ def curve_sections(page: Page, store: Store, runs: list, frame: pl.DataFrame, or
     positions = results.per_position(store, runs)
     curves = position_curves(store, runs, frame, order, positions)
     if curves:
-        out["positions"] = page.figure(figures.per_position_figure(curves, training_context(runs), colours))
+        out["positions"] = page.figure(figures.per_position_figure(curves, training_context(runs), colours), "per-position-loss")
     missing = len(runs) - len(positions)
     if missing:
         out["missing"] = {"n": missing, "of": len(runs), "root": str(store.artifact_root or "the store")}
     training = training_curves(store, runs, frame, order)
     if training:
-        out["training"] = page.figure(figures.training_curves_figure(training, colours=colours))
+        out["training"] = page.figure(figures.training_curves_figure(training, colours=colours), "training-curves")
     # Only gated models log the share (the final value is in the frame): no history fetched otherwise.
     kept = {row: c for row, c in training_curves(store, runs, frame, order, "acp_kept_fraction").items()
             if len(c[0]) > 1} if "acp_kept_fraction" in frame.columns else {}
     if kept:
         out["kept"] = {"title": figures.KEPT_HISTORY_TITLE, "note": figures.KEPT_HISTORY_NOTE,
-                       "figure": page.figure(figures.training_curves_figure(kept, "acp_kept_fraction", colours))}
+                       "figure": page.figure(figures.training_curves_figure(kept, "acp_kept_fraction", colours), "kept-share")}
     points = sensitivity_points(runs) if sensitivity else None
     if points is not None and not points.is_empty():
         log = {path for path in points["param"].unique().to_list()
                if figures.log_scaled(points.filter(pl.col("param") == path)["value"].to_list(), (space or {}).get(path))}
         fig = figures.sensitivity_figure(points, "val_loss", colours, log, variants)
-        out["sensitivity"] = {"figure": page.figure(fig), "note": figures.SENSITIVITY_NOTE.format(metric="val_loss")}
+        out["sensitivity"] = {"figure": page.figure(fig, "sensitivity"), "note": figures.SENSITIVITY_NOTE.format(metric="val_loss")}
     heads, log_eps = forgetting_heads(store, runs, frame, order)
     if heads:
         out["heads"] = {"title": figures.HEADS_TITLE, "note": figures.HEADS_NOTE.format(log_eps=log_eps),
-                        "figure": page.figure(figures.forgetting_heads_figure(heads, log_eps))}
+                        "figure": page.figure(figures.forgetting_heads_figure(heads, log_eps), "forgetting-heads")}
     return out
 
 
@@ -311,7 +316,7 @@ def cost_section(page: Page, frame: pl.DataFrame, order: list[str], colours: fig
     panels, absent = figures.cost_panels(per_variant)
     names = [t.split(" (")[0] for _, t in panels if t != figures.KEPT_TITLE] or ["cost"]
     title = (", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]).capitalize()
-    fig = page.figure(figures.cost_figure(per_variant, colours)) if panels else None
+    fig = page.figure(figures.cost_figure(per_variant, colours), "cost") if panels else None
     return {"title": title, "figure": fig, "absent": absent}
 
 
@@ -354,9 +359,10 @@ def training_context(runs) -> int | None:
 
 
 def build_site(store_uri: str, out: Path, artifact_root: Path | None = None, only: str | None = None,
-               where: str | None = None) -> dict:
+               where: str | None = None, figures_to=None) -> dict:
     """Write the site into ``out``; returns {study: page file}. ``where``: the store as errors name
-    it (the workdir the user gave; default the URI)."""
+    it (the workdir the user gave; default the URI). ``figures_to(store, study, figures)``, where
+    given, is handed each study page's figures by name (Page.named) once its page is written."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "plotly.min.js").write_text(get_plotlyjs())
     every = results.studies(store_uri)
@@ -371,6 +377,8 @@ def build_site(store_uri: str, out: Path, artifact_root: Path | None = None, onl
         name = page_name(study)
         (out / name).write_text(text)
         pages[study] = name
+        if figures_to is not None and info.get("named"):
+            figures_to(store, study, info["named"])
         items.append({"page": name, "study": study, "date": info.get("date", ""), "variants": info["variants"],
                       "finished": info.get("finished", 0), "failed": info.get("failed", 0),
                       "base": info.get("base", ""), "best": info.get("best", "")})

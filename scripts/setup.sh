@@ -20,4 +20,5 @@ fi
 # setuptools warns at every editable install of a package whose folders are mapped (package-dir)
 # that a folder of the package's name in the working directory may shadow it; ours installs as
 # foxwb, and no folder of that name exists here, so the box says nothing: silenced, the rest kept.
-PYTHONWARNINGS="ignore:Editable installation" python -m pip install -q -e "$root[dev]"
+# WB_EXTRAS: the optional groups to install (pyproject.toml); scripts/test.sh adds eval.
+PYTHONWARNINGS="ignore:Editable installation" python -m pip install -q -e "$root[${WB_EXTRAS:-dev}]"

@@ -6,6 +6,7 @@
 # times). Every test that starts Ray gives it its own temp dir and ports, so the workers never meet.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$root/scripts/setup.sh"
+# The tests cover wb eval and wb export, whose libraries (lm-eval, transformers) are an optional extra.
+WB_EXTRAS="${WB_EXTRAS:-dev,eval}" source "$root/scripts/setup.sh"
 cd "$root"
 exec python -m pytest -n "${WB_TEST_WORKERS:-2}" --dist worksteal "$@"

@@ -12,7 +12,7 @@ NS = "foxwb"  # the one import name the repository's package folders install und
 PACKAGES = ("components", "kernels", "workbench", "dashboards")
 # The stages of the engine, from the bottom up (workbench/__init__.py): each may import the stages
 # before it in this list and itself, never one after it.
-STAGES = ("spec", "data", "model", "train", "run", "analysis", "cli")
+STAGES = ("spec", "data", "model", "train", "handoff", "run", "analysis", "downstream", "cli")
 # What each layer may import of ours (README, "What is here"): kernels nothing, components kernels at
 # most, the engine's stages only the stages below them, the dashboards no CLI.
 ALLOWED = {

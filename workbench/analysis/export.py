@@ -10,7 +10,8 @@ from pathlib import Path
 
 import polars as pl
 
-FORMATS = ("table", "csv", "parquet", "json")
+# Every --format of `wb results`: markdown and latex are paper tables (foxwb.workbench.analysis.paper_table).
+FORMATS = ("table", "csv", "parquet", "json", "markdown", "latex")
 
 
 def flat(table: pl.DataFrame) -> pl.DataFrame:

@@ -13,6 +13,7 @@ from foxwb.workbench.data import test_check
 from foxwb.workbench.run import live_view, rerun
 from foxwb.workbench.run.confirm import choose, confirmation_trials, edge_note
 from foxwb.workbench.run.runner import no_gpu_here, optuna_draws_done, to_run
+from foxwb.workbench.spec import overrides
 from foxwb.workbench.spec.cost import flops_per_token, param_counts
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.study import expand, schedule_notes, variant_names
@@ -75,7 +76,8 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
             print(f"REFUSED: {changed}")
     if stale:
         print(f"note: {live_view.count(len(stale), 'finished trial')} ran with component code that has changed since "
-              f"(docs/models.md, \"Stale results\"): `wb run {args.study} --rerun stale` runs them again")
+              f"(docs/models.md, \"Stale results\"): `wb run {args.study}{overrides.shown(args.overrides)} --rerun stale` "
+              "runs them again")
     checks = test_check.check_trials(trials)
     for line in test_check.lines(checks):  # docs/trials-and-data.md, "Three splits"
         print(line)

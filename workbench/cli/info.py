@@ -8,7 +8,8 @@ from pathlib import Path
 from foxwb.components.registry import SLOTS, kinds, options_class
 from foxwb.workbench.spec.base import Spec
 from foxwb.workbench.spec.cost import flops_per_token, param_breakdown, param_counts
-from foxwb.workbench.spec.errors import SpecError, read_yaml, validate
+from foxwb.workbench.spec import overrides
+from foxwb.workbench.spec.errors import Positions, SpecError, read_located, read_yaml, validate
 from foxwb.workbench.spec.fields import did_you_mean
 from foxwb.workbench.spec.presets import PRESETS
 from foxwb.workbench.spec.study import expand, load_study
@@ -19,14 +20,23 @@ class TrialModel(Spec):  # errors then name a trial file's field as `wb train` d
     model: ModelSpec
 
 
-def load_model_spec(target: str) -> ModelSpec:
+def load_model_spec(target: str, edits: list[overrides.Override] | None = None) -> ModelSpec:
+    """A preset's, model file's or trial file's model, with the ``--set`` edits over it (a preset is
+    ``{preset: NAME}`` edited: ``--set n_layers=24`` is the preset at 24 layers)."""
     if target in PRESETS:
-        return ModelSpec(preset=target)
-    data = read_yaml(target)
+        data, at = overrides.apply({"preset": target}, Positions(), edits, overrides.in_model)
+        return validate(ModelSpec, data, f"preset {target}", at)
+    data, at = read_located(target)
     # A trial file holds its model under `model`; a model file is the ModelSpec itself.
     if isinstance(data, dict) and "model" in data:  # a ModelSpec has no field `model`
-        return validate(TrialModel, {"model": data["model"]}, target).model
-    return validate(ModelSpec, data, target)
+        other = [o for o in edits or [] if o.parts[0] != "model"]
+        if other:
+            raise SpecError(f"{other[0]}: `wb info` of a trial file shows its model; a --set path there starts with "
+                            "model. (model.n_layers=4)")
+        data, at = overrides.apply(data, at, edits)
+        return validate(TrialModel, {"model": data["model"]}, target, at).model
+    data, at = overrides.apply(data, at, edits, overrides.in_model)
+    return validate(ModelSpec, data, target, at)
 
 
 def component(spec) -> str:
@@ -65,7 +75,7 @@ def slot_kinds(names: list[str]) -> int:
 
 def study_info(args: argparse.Namespace) -> int:
     """Each variant of a study: its slots, parameters and FLOPs per token at its trials' context."""
-    study = load_study(args.spec)
+    study = load_study(args.spec, args.overrides)
     models: dict[str, tuple] = {}
     for t in expand(study):
         for name in (t.variant, *t.aliases):
@@ -87,12 +97,15 @@ def study_info(args: argparse.Namespace) -> int:
 
 def command(args: argparse.Namespace) -> int:
     if args.spec in (*SLOTS, "components"):
+        if args.overrides:
+            raise SpecError(f"{args.overrides[0]}: {args.spec} is a slot, whose registered kinds `wb info` lists; --set "
+                            "edits a model, trial or study file, or a preset")
         return slot_kinds(list(SLOTS) if args.spec == "components" else [args.spec])
     check_target(args.spec)
     if is_study_file(args.spec):
         return study_info(args)
     args.context = args.context or 2048
-    spec = load_model_spec(args.spec)
+    spec = load_model_spec(args.spec, args.overrides)
     counts, parts = param_counts(spec), param_breakdown(spec)
     flops = flops_per_token(spec, args.context)
     slots = ", ".join(f"{k}={component(v)}" for k, v in spec.attention.slots().items())

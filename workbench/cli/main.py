@@ -9,6 +9,7 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+from foxwb.workbench.spec import overrides
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.train import faults
 
@@ -16,7 +17,7 @@ from foxwb.workbench.train import faults
 # that command runs: the commands import torch (through the spec stage), Ray, MLflow and polars at
 # their tops, and `wb --help` or a mistyped flag answers without any of them (0.25 s, not 3-4 s).
 COMMANDS = {"info": "info", "train": "train", "run": "run", "status": "status", "results": "results",
-            "dashboard": "dashboard"}
+            "dashboard": "dashboard", "eval": "eval", "export": "export"}
 
 
 class Version(argparse.Action):
@@ -70,6 +71,7 @@ def parser() -> argparse.ArgumentParser:
                                 "(forget_gate, ...; components: every slot) to list its kinds and their options")
     p.add_argument("--context", type=positive_int,
                    help="context length for FLOPs (tokens; default 2048, for a study its trials' context)")
+    overrides.add_flag(p, "the model, trial or study file (or the preset)")
     p = sub.add_parser("train", help="train and evaluate one trial; writes DIR/result.json")
     p.add_argument("trial", help="a trial YAML file (model, data, train, eval, seed)")
     p.add_argument("--out", required=True, help="output folder: checkpoint, metrics.jsonl, result.json")
@@ -78,9 +80,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int,
                    help="train on N processes (Ray Train; one GPU each where there are GPUs), default the trial's "
                         "train.workers (1: one process, no Ray)")
+    overrides.add_flag(p, "the trial file")
     p = sub.add_parser("run", help="run a study: every trial not yet finished, on Ray Tune, tracked in MLflow")
     p.add_argument("study", help="a study YAML file")
     store_options(p)
+    overrides.add_flag(p, "the study file")
     p.add_argument("--dry-run", action="store_true",
                    help="list the trials and the state of each in the store (done, running, failed, to run); run nothing")
     p.add_argument("--effect", type=effect,
@@ -107,10 +111,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("study", nargs="?", help="the study's YAML file (its trials not yet run are listed too) or its "
                    "name; default: every study in the store")
     store_options(p)
+    overrides.add_flag(p, "the study file (as `wb run` was given it)")
     p = sub.add_parser("results", help="a study's table from the tracking store: mean and 95%% CI over seeds, "
                        "the paired comparison with the base, its power; or two studies side by side")
     p.add_argument("study", nargs="+", help="the study's YAML file or its name; two of them: their shared rows side by side")
     store_options(p)
+    overrides.add_flag(p, "the study file (as `wb run` was given it)")
     p.add_argument("--base", help="the variant deltas are taken against (default: the design's base)")
     p.add_argument("--metric",
                    help="a final metric of the trials (default test_ppl, the test split's, or val_ppl where the runs "
@@ -118,8 +124,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--p", choices=["holm", "unadjusted"], default="holm",
                    help="the table's p: holm (default, as on the dashboard: Holm-adjusted over the distinct "
                         "comparisons) or unadjusted (each comparison alone); the JSON carries both, p_holm and p_unadjusted")
-    p.add_argument("--format", choices=["table", "csv", "parquet", "json"], default="table",
-                   help="table (text, default), csv, parquet or json (an object whose rows are the table's rows)")
+    p.add_argument("--format", choices=["table", "csv", "parquet", "json", "markdown", "latex"], default="table",
+                   help="table (text, default), csv, parquet, json (an object whose rows are the table's rows), or "
+                        "markdown or latex (booktabs): the claims, the table and its notes for a paper")
     p.add_argument("--out", help="write to this file instead of stdout (parquet needs one)")
     p = sub.add_parser("dashboard", help="build the static dashboard site from the tracking store")
     p.add_argument("--study", help="only this study, by name or study file (default: every study in the store)")
@@ -127,6 +134,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="site folder (default: WORKDIR/dashboard)")
     p.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 after building it")
     p.add_argument("--port", type=int, default=8765, help="port of --serve on 127.0.0.1 (default 8765; 0: any free one)")
+    p = sub.add_parser("export", help="a trained trial as a folder transformers loads "
+                       "(AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True))")
+    p.add_argument("trial", metavar="TRIAL", help="a finished trial's folder, as `wb train --out` writes it")
+    p.add_argument("--hf", required=True, metavar="DIR",
+                   help="a new or empty folder: model.safetensors, config.json and the model's code")
+    p = sub.add_parser("eval", help="lm-evaluation-harness tasks on a trained trial, or on every finished trial of a "
+                       "study; per-item results kept in each trial's eval/ folder (docs/evaluation.md)")
+    p.add_argument("target", metavar="TRIAL", help="a trial folder (`wb train --out`'s), or a study YAML file: its "
+                   "finished trials not yet evaluated, each logged to its tracked run")
+    p.add_argument("--task", action="append", required=True,
+                   help="an lm-eval task or group (repeatable): wb_next_line (shipped, from the trial's held-out "
+                        "documents), one in --tasks-dir, or one of lm-eval's own whose data are on disk")
+    p.add_argument("--tasks-dir", help="a folder of lm-eval task YAML files to add to the tasks")
+    p.add_argument("--limit", type=positive_int, help="only the first N items of each task")
+    p.add_argument("--batch-size", type=positive_int, default=16, help="rows per forward pass (default 16)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"],
+                   help="where the model runs (default: the trial's train.device; auto: CUDA if present)")
+    store_options(p)
     return parser
 
 

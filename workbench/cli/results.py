@@ -1,7 +1,7 @@
 """``wb results``: a study's claims with their verdicts, then its table from the tracking store (mean
 and 95% CI over seeds, the paired comparison with the base, its power; effects and scaling fits
 where the design has them), as text,
-CSV, parquet or JSON; or two studies' shared rows side by side."""
+CSV, parquet, JSON, Markdown or LaTeX; or two studies' shared rows side by side."""
 from __future__ import annotations
 
 import argparse
@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 from foxwb.components import sources
-from foxwb.workbench.analysis import export, fairness, report, table
+from foxwb.workbench.analysis import export, fairness, paper_table, report, table
 from foxwb.workbench.analysis import runs as results
 from foxwb.workbench.analysis.claims import declared, study_claims
 from foxwb.workbench.analysis.effects import effects, grid_effects
 from foxwb.workbench.analysis.scaling.laws import study_fits
 from foxwb.workbench.cli.study_runs import check_metric, no_trials, results_of
+from foxwb.workbench.downstream.study import comparisons
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.study import SeedPlan, expand
 
@@ -52,22 +53,33 @@ def command(args: argparse.Namespace) -> int:
         about["effects"] = grid_effects(runs, info.grid_axes, args.metric)
     about["fairness"] = fairness_of(args, name, study, runs, tags)  # after the table (docs/results.md)
     about["stale"] = stale_of(study, runs)
+    # Each variant against the base item by item, on the tasks `wb eval` ran (docs/evaluation.md).
+    about["downstream"] = comparisons(Path(args.workdir), runs, info.base)
+    # The library versions of the study's last `wb run` (its parent run's tags version.<name>).
+    about["versions"] = {k.removeprefix("version."): v for k, v in tags.items() if k.startswith("version.")}
     if args.format == "table":
-        loud = [about["small_test_sets"]] if about["small_test_sets"] else []
-        if about["stale"]:
-            rows_named = sorted({r for r, _ in about["stale"].values()})
-            loud.append(f"stale: {len(about['stale'])} finished trial(s) of {', '.join(rows_named)} ran with component code "
-                        f"changed since (docs/models.md, \"Stale results\"): `wb run {args.study[0]} --rerun stale`")
-        lines = (loud + report.claim_lines(about["claims"], info.alpha)
+        lines = (loud_lines(about, args.study[0]) + report.claim_lines(about["claims"], info.alpha)
                  + report.table_lines(rows, info, args.metric, args.p == "holm", about["metric_split"]))
         if info.design_kind == "scaling":
             lines += report.fit_lines(about)
         lines += report.effect_lines(about)
         lines += fairness.lines(about["fairness"])
         emit("\n".join(lines) + "\n", args.out)
+    elif args.format in paper_table.FORMATS:
+        emit(paper_table.study(rows, about, info, args.format, loud_lines(about, args.study[0])), args.out)
     else:
         export.write(rows, args.format, args.out, about)
     return 0
+
+
+def loud_lines(about: dict, target: str) -> list[str]:
+    """What the table must not be read without: a small test set, trials run on component code changed since."""
+    loud = [about["small_test_sets"]] if about["small_test_sets"] else []
+    if about["stale"]:
+        rows_named = sorted({r for r, _ in about["stale"].values()})
+        loud.append(f"stale: {len(about['stale'])} finished trial(s) of {', '.join(rows_named)} ran with component code "
+                    f"changed since (docs/models.md, \"Stale results\"): `wb run {target} --rerun stale`")
+    return loud
 
 
 def plan_of(study, tags: dict):
@@ -100,11 +112,15 @@ def compare(args: argparse.Namespace, loaded) -> int:
     if frame.is_empty():
         print(f"studies {a!r} and {b!r} share no row (variant and searched values, or a confirmation row) with finished seeds", file=sys.stderr)
         return 1
+    shared = set(frame["row"])
+    only_a, only_b = sorted(set(values_a) - shared), sorted(set(values_b) - shared)
+    if args.format in paper_table.FORMATS:
+        emit(paper_table.comparison(frame, a, b, args.metric, only_a, only_b, args.format), args.out)
+        return 0
     if args.format != "table":
         export.write(frame, args.format, args.out, {"studies": [a, b], "metric": args.metric})
         return 0
-    shared = set(frame["row"])
-    lines = report.comparison_lines(frame, a, b, args.metric, sorted(set(values_a) - shared), sorted(set(values_b) - shared))
+    lines = report.comparison_lines(frame, a, b, args.metric, only_a, only_b)
     emit("\n".join(lines) + "\n", args.out)
     return 0
 

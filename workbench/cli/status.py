@@ -8,8 +8,8 @@ from pathlib import Path
 from foxwb.workbench.analysis import runs as results, status
 from foxwb.workbench.run.tracking import local_tracking_uri
 from foxwb.workbench.spec.errors import SpecError
-from foxwb.workbench.cli.study_runs import readable
-from foxwb.workbench.spec.study import expand, load_study
+from foxwb.workbench.cli.study_runs import readable, study_file
+from foxwb.workbench.spec.study import expand
 from foxwb.workbench.train import layout
 
 
@@ -19,8 +19,10 @@ def command(args: argparse.Namespace) -> int:
         first = (f"`wb run {args.study} --workdir {workdir}` starts it" if args.study and args.study.endswith((".yaml", ".yml"))
                  else "run a study first")
         raise SpecError(f"--workdir {workdir}: no tracking store here (mlflow.db); {first}")
+    if args.overrides and not args.study:
+        raise SpecError(f"{args.overrides[0]}: --set edits a study file; give the file (`wb status FILE --set ...`)")
     if args.study:
-        study = load_study(args.study) if args.study.endswith((".yaml", ".yml")) else None
+        study = study_file(args.study, args)  # with its --set edits, as `wb run` read it
         name = study.name if study else args.study
         store = results.read_store(workdir, name, study.experiment if study else None, args.tracking_uri)
         study = readable(study, args.study, "status", f"wb status {name}")

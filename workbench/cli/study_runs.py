@@ -23,7 +23,7 @@ def results_of(target: str, args: argparse.Namespace):
     creates nothing in the store. A file whose trials name a component kind no package installed
     here registers (a plug-in's) is read as its name is: from the store, the kinds by the names its
     runs recorded, with a note; reading needs none of the study's plug-ins."""
-    study = load_study(target) if target.endswith((".yaml", ".yml")) else None
+    study = study_file(target, args)
     name = study.name if study else target
     experiment = study.experiment if study else None
     study = readable(study, target, "table", f"wb results {name}")
@@ -46,6 +46,21 @@ def results_of(target: str, args: argparse.Namespace):
             print(f"note: the runs recorded as {old!r} are the trials {target} now names {new!r} (the same "
                   "spec hashes); they are shown under the file's name", file=sys.stderr)
     return name, study, runs, (parent.data.tags if parent else {})
+
+
+def study_file(target: str, args: argparse.Namespace):
+    """The study file ``target`` as its command reads it, with its ``--set`` edits (as `wb run` was
+    given them: the same trials, the same spec hashes); None where ``target`` is a study's name."""
+    edits = getattr(args, "overrides", None) or []
+    if edits and isinstance(args.study, list) and len(args.study) > 1:
+        raise SpecError(f"{edits[0]}: --set edits one study file; to compare two studies as they ran, give each its own "
+                        "file with the edit written in, or their names")
+    if target.endswith((".yaml", ".yml")):
+        return load_study(target, edits)
+    if edits:
+        raise SpecError(f"{edits[0]}: {target!r} is a study's name, read from the store as it ran; --set edits a study "
+                        "file (give the file, with the --set edits `wb run` was given)")
+    return None
 
 
 def _not_planned(study, trials: list, runs: pl.DataFrame) -> set[str]:

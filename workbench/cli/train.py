@@ -7,6 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
+from foxwb.workbench.spec import overrides
 from foxwb.workbench.spec.trial import FEWER_SEQUENCES, load_trial
 from foxwb.workbench.train import faults, layout
 from foxwb.workbench.train.folder_lock import FolderLock
@@ -29,7 +30,7 @@ def stop_as_ctrl_c() -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    trial = load_trial(args.trial)
+    trial = load_trial(args.trial, args.overrides)
     if args.workers is not None:
         # Ray Train only for a trial of several workers: its module sets RAY_TRAIN_V2_ENABLED, which
         # must precede Ray Train's first import, and a one-process trial has no business doing that.
@@ -63,7 +64,8 @@ def command(args: argparse.Namespace) -> int:
             return 1
         except KeyboardInterrupt:
             if (out / layout.CHECKPOINT).exists():
-                print(f"\nstopped: `wb train {args.trial} --out {out}` again resumes from its last checkpoint", file=sys.stderr)
+                print(f"\nstopped: `wb train {args.trial}{overrides.shown(args.overrides)} --out {out}` again resumes from "
+                      "its last checkpoint", file=sys.stderr)
             raise
     rate = f"{result['tokens_per_s']:,.0f} tokens/s" if result["tokens_per_s"] else "n/a"
     mfu = f", MFU {100 * result['mfu']:.1f}%" if result["mfu"] else ""

@@ -20,7 +20,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from foxwb.workbench.data.batch import IGNORE, Batch, doc_lengths
 from foxwb.workbench.data import held_out
-from foxwb.workbench.data.tokenizer import FileTokenizer
+from foxwb.workbench.data.tokenizer import FileTokenizer, byte_lengths
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.trial import CorpusData, MQARData, TokenData
 
@@ -32,6 +32,10 @@ class ByteTokenizer:
 
     def decode(self, ids) -> str:
         return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
+
+    def byte_lengths(self, size: int) -> tuple[np.ndarray, None]:
+        """One byte per id of 0..255 (-1 beyond: no such token); see tokenizer.byte_lengths."""
+        return np.where(np.arange(size) < 256, 1, -1), None
 
 
 class BPETokenizer:
@@ -50,6 +54,9 @@ class BPETokenizer:
 
     def decode(self, ids) -> str:
         return self._tok.decode([int(i) for i in ids])
+
+    def byte_lengths(self, size: int) -> tuple[np.ndarray | None, str | None]:
+        return byte_lengths(self._tok, size)
 
 
 class DocumentData:

@@ -7,7 +7,8 @@
 - ``tune_trial``: the trainables Tune runs in its workers; ``tune_report``: how a trial reports.
 - ``ray_train``: trials of more than one worker on Ray Train.
 - ``local_ray``: a Ray of the workbench's own on this machine.
-- ``tracking``: the MLflow store, written by the driver only.
+- ``tracking``: the MLflow store, written by the driver only; ``records``: what it records beside the
+  metrics (the libraries' versions, each trial's corpus as its input, the study page's figures).
 - ``driver``: the driver's hold on a study: ``lease`` (one driver per study) and ``stops``.
 - ``live_view``: what ``wb run`` shows while trials run; ``summary``: the lines it ends with.
 """

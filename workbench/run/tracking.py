@@ -3,7 +3,9 @@
 One experiment per study (of MLflow's classic ML kind: EXPERIMENT_KIND); a parent run per study; a
 child run per trial, named as `wb run` names the trial (run_name), with the flattened spec as
 params and tags ``study``, ``variant``, ``seed``, ``spec_hash``, ``code_version``; metrics with
-step = training tokens; the resolved spec, result.json and the per-position loss as artifacts.
+step = training tokens; the resolved spec, result.json and the per-position loss as artifacts; the
+corpus it read as a dataset input. The parent run holds the library versions and, once ``wb
+dashboard`` has built its page, the study's figures (foxwb.workbench.run.records).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from foxwb.components import sources
 from foxwb.components.registry import plugins_used
+from foxwb.workbench.run import records
 from foxwb.workbench.train import layout
 from foxwb.workbench.train.spikes import KEYS as SPIKE_KEYS
 
@@ -29,7 +32,8 @@ EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 KIND = "wb_kind"  # tag: "study" or "trial"
 # With the stability figures of foxwb.workbench.train.spikes (docs/stability.md): spike counts, the largest
 # gradient norm after warmup and its ratio to the median.
-FINAL_METRICS = ("val_loss", "val_ppl", "test_loss", "test_ppl", "test_tokens", "test_documents", "test_tokens_available",
+FINAL_METRICS = ("val_loss", "val_ppl", "test_loss", "test_ppl", "val_bpb", "test_bpb", "test_bytes", "test_tokens",
+                 "test_documents", "test_tokens_available",
                  "unigram_entropy", "tokens_per_s", "mfu", "n_params",
                  "n_params_non_embedding", "train_tokens", "mqar_accuracy", "acp_kept_fraction",
                  "peak_memory_train_mb", "peak_memory_eval_mb", "peak_rss_mb", "gpu_utilization_mean",
@@ -167,11 +171,18 @@ class Store:
     def study_run(self, study: str, description: str, code_version: str, base_variant: str | None = None) -> str:
         """The study's parent run, reused across resumed invocations; ``base_variant`` (the row
         deltas are taken against) is kept as a tag for readers without the study file."""
+        from mlflow.entities import RunTag  # MLflow is slow to import: see the note at the top
+
         run_id = self.parent_run(study, description)
         self.client.update_run(run_id, status="RUNNING")
-        self.client.set_tag(run_id, "code_version", code_version)
+        # The versions of this invocation, which runs the study's search and schedules its trials.
+        tags = {"code_version": code_version, **records.version_tags()}
         if base_variant:
-            self.client.set_tag(run_id, "base_variant", base_variant)
+            tags["base_variant"] = base_variant
+        self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+        for key in self.client.get_run(run_id).data.tags:  # a library an earlier invocation had, gone since
+            if key.startswith(records.VERSION_TAG) and key not in tags:
+                self.client.delete_tag(run_id, key)
         return run_id
 
     def parent_run(self, study: str, description: str = "") -> str:
@@ -252,9 +263,17 @@ class Store:
         if "per_position_loss" in result:
             self.client.log_dict(run_id, {"per_position_loss": result["per_position_loss"],
                                           "ppl_at_length": result.get("ppl_at_length")}, "per_position_loss.json")
+        inputs = records.dataset_inputs(result)
+        if inputs:
+            self.client.log_inputs(run_id, datasets=inputs)
         tags = [RunTag("stopped_early", str(stopped_early).lower())]
         self.client.log_batch(run_id, tags=tags)
         self.client.set_terminated(run_id, "FINISHED")
+
+    def log_figures(self, run_id: str, figures: dict) -> None:
+        """The study page's plotly figures (name -> figure) as the run's ``figures/<name>.html``,
+        replacing an earlier build's (records.log_figures)."""
+        records.log_figures(self.client, run_id, figures, self.artifact_root)
 
     def resumed(self, run_id: str, tokens: int) -> None:
         """The trial picked up from its checkpoint at ``tokens``: the steps up to there that it sends

@@ -10,6 +10,7 @@
 - ``seed_plan``: seeds by plan (``{start, step, max}``), a study's or its confirmation's.
 - ``presets``: the paper's four models as shorthands.
 - ``fields``: dotted field paths (``model.attention.qk_norm``) and the edits a study makes with them.
+- ``overrides``: ``--set PATH=VALUE``, a command line's edits of a file's data before it is validated.
 - ``errors``: user-facing errors naming the field, the value and what is allowed; the YAML reader.
 - ``cost``: parameter counts and FLOPs of a model spec.
 - ``counts``: counts as a study file writes them ("360M", "1.3B").

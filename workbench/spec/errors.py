@@ -245,6 +245,22 @@ def read_located(path: str | Path) -> tuple[Any, Positions]:
     return data, positions
 
 
+def read_value(text: str, shown: str) -> Any:
+    """One value written as YAML on a command line (``3e-3``, ``none``, ``[1, 2]``, ``{kind: fixed}``),
+    read as a file's values are (read_located); ``shown``: the flag as given, named by a refusal."""
+    try:
+        loaded = YAML(typ="rt").load(text)
+    except YAMLError as e:
+        raise SpecError(f"{shown}: the value is not YAML: {getattr(e, 'problem', None) or e}; quote a string "
+                        "that holds ': ' or starts with a bracket") from None
+    return _plain(loaded, (), shown, Positions())
+
+
+def field_name(loc: tuple) -> str:
+    """A field's location as the workbench's messages name it (``design.variants[2].seeds``)."""
+    return _location(loc)
+
+
 def read_yaml(path: str | Path) -> Any:
     """A YAML file's data (read_located); validate() of it under ``path`` names lines and columns."""
     return read_located(path)[0]

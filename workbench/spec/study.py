@@ -31,6 +31,7 @@ from foxwb.workbench.spec.counts import parse_count
 from foxwb.workbench.spec.errors import (Positions, SpecError, at_field, check_file_kind, format_validation_error,
                                          read_located, validate)
 from foxwb.workbench.spec.fields import PathError, set_path
+from foxwb.workbench.spec.overrides import Override, apply as apply_overrides, in_study
 from foxwb.workbench.spec.search import SearchSpec
 from foxwb.workbench.spec.seed_plan import SeedPlan, check_plan_seeds, plan_under_seeds
 from foxwb.workbench.spec.trial import ModelSpec, Seeds, Spec, TrialSpec
@@ -862,13 +863,15 @@ def _kept(parent: dict, child: dict, loc: tuple) -> bool:
     return False
 
 
-def load_study(path: str) -> StudySpec:
+def load_study(path: str, overrides: list[Override] | None = None) -> StudySpec:
     """The study file at ``path``, read and validated, merged over the file it ``extends`` if it
-    names one (merge_extended); errors name the file, the line and column, and the field."""
+    names one (merge_extended), with the command line's ``--set`` edits over both (overrides);
+    errors name the file, the line and column (or the ``--set``), and the field."""
     data, positions = read_located(path)
     if not (isinstance(data, dict) and "extends" in data):  # `extends` says a file is a study
         check_file_kind(data, path, "study")
     data, positions = _extended(path, data, positions)
+    data, positions = apply_overrides(data, positions, overrides, in_study)
     study = validate(StudySpec, data, path, positions)
     study._source, study._positions = str(path), positions
     return study

@@ -36,7 +36,8 @@ from foxwb.kernels.attention.pruning import check_tolerance
 from foxwb.workbench.spec.data import DatasetData, ShardData, TableData, Tokenizer, tokenizer_vocab
 from foxwb.workbench.spec.presets import apply_preset
 from foxwb.workbench.spec.base import Spec
-from foxwb.workbench.spec.errors import check_file_kind, read_yaml, validate
+from foxwb.workbench.spec.errors import check_file_kind, read_located, validate
+from foxwb.workbench.spec.overrides import Override, apply as apply_overrides
 
 
 def Slot(slot: str):
@@ -253,8 +254,13 @@ class TrainSpec(Spec):
     # Record each step's gradient norm per part of the model (workbench/train/grad_parts.py) in the
     # history: what a spike comes from. Changes no result: not in the identity.
     grad_norm_parts: bool = False
+    # Keep the final weights in the trial folder (its checkpoint at the last step, the model's state
+    # without the optimizer's where no periodic checkpoint fell there): what `wb eval` and `wb export`
+    # read. What is kept, not what is computed: not in the identity.
+    keep_weights: bool = True
 
-    _execution_only: ClassVar[frozenset[str]] = frozenset({"cuda_graphs", "workers", "parallel", "grad_norm_parts"})
+    _execution_only: ClassVar[frozenset[str]] = frozenset({"cuda_graphs", "workers", "parallel", "grad_norm_parts",
+                                                           "keep_weights"})
 
     def step_tokens(self, context: int) -> int:
         """The tokens one optimizer step trains on at this context."""
@@ -417,9 +423,11 @@ def data_vocab_size(data) -> int | None:
     return None
 
 
-def load_trial(path: str) -> TrialSpec:
-    """The trial file at ``path`` (`wb train`'s), read and validated; errors name the file, the line
-    and column, and the field."""
-    data = read_yaml(path)
+def load_trial(path: str, overrides: list[Override] | None = None) -> TrialSpec:
+    """The trial file at ``path`` (`wb train`'s), read and validated, with the command line's
+    ``--set`` edits over it (overrides); errors name the file, the line and column (or the
+    ``--set``), and the field."""
+    data, positions = read_located(path)
     check_file_kind(data, path, "trial")
-    return validate(TrialSpec, data, path)
+    data, positions = apply_overrides(data, positions, overrides)
+    return validate(TrialSpec, data, path, positions)

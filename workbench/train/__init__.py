@@ -11,5 +11,6 @@
 - ``spikes``: gradient-norm and loss spikes; ``grad_parts``: gradient norms by part of the model.
 - ``folder_lock``: one writer per trial folder.
 - ``layout``: what a workdir and a trial folder hold, named in one place.
+- ``finished``: a finished trial's folder read back (its spec and final weights), for `wb eval` and `wb export`.
 - ``faults``: faults of the environment (files, ports, pipes, the store) as one sentence; atomic writes.
 """

@@ -1,6 +1,6 @@
 """Evaluation of a trained model: the select split's loss (what choices read), the test set's
-(what the table reports: foxwb.workbench.data.held_out), per-position loss L(i) at the
-training context and beyond it, P(l), needle-in-a-haystack accuracy, MQAR accuracy."""
+(what the table reports: foxwb.workbench.data.held_out), each also in bits per byte, per-position
+loss L(i) at the training context and beyond it, P(l), needle-in-a-haystack accuracy, MQAR accuracy."""
 from __future__ import annotations
 
 import math
@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from foxwb.kernels.attention.pruning import kept_pairs
 from foxwb.workbench.data.corpus import IGNORE, DocumentData, MQARTask
 from foxwb.workbench.data.held_out import SELECT, TEST, test_batches
+from foxwb.workbench.data.tokenizer import UNKNOWN_TEXT, byte_table
 from foxwb.workbench.spec.trial import EvalSpec
 
 
@@ -31,6 +32,38 @@ def unigram_entropy(tokens) -> float:
             counts[: len(found)] += found
     p = counts[counts > 0] / counts.sum()
     return float(-(p * np.log(p)).sum())
+
+
+def bits_per_byte(nats: float, n_bytes: int | None) -> float | None:
+    """Summed loss in nats over the bytes of text its targets stand for, in bits: a tokenizer's
+    share of the work taken out, so variants of different tokenizers compare."""
+    return nats / (math.log(2) * n_bytes) if n_bytes else None
+
+
+def target_bytes(table: torch.Tensor | None, targets) -> int | None:
+    """UTF-8 bytes of text the scored targets stand for (``table``: bytes per token id, from
+    foxwb.workbench.data.tokenizer.byte_table), over ``targets``, (B, T) tensors with IGNORE
+    where not scored; None without a table or where a target's id has no text."""
+    if table is None:
+        return None
+    total = 0
+    for y in targets:
+        ids = y[y != IGNORE]
+        if len(ids) and int(ids.max()) >= len(table):
+            return None
+        scored = table[ids]
+        if (scored < 0).any():
+            return None
+        total += int(scored.sum())
+    return total
+
+
+def byte_lookup(data) -> tuple[torch.Tensor | None, str | None]:
+    """``data``'s bytes per token id as a tensor, or None and why (MQAR: no text at all)."""
+    if isinstance(data, MQARTask):
+        return None, "MQAR sequences stand for no text"
+    table, why = byte_table(data.tokenizer, data.vocab_size, data.select_docs)
+    return (None if table is None else torch.from_numpy(table)), why
 
 
 @torch.no_grad()
@@ -85,9 +118,10 @@ def per_position_loss(model, batches, device, autocast) -> tuple[np.ndarray, np.
 
 
 @torch.no_grad()
-def test_scores(model, data, spec: EvalSpec, context: int, device, autocast) -> dict:
+def test_scores(model, data, spec: EvalSpec, context: int, device, autocast, table: torch.Tensor | None = None) -> dict:
     """The test set's loss (docs/trials-and-data.md, "Three splits"), overall and per document: the number
-    the table reports. MQAR: its test sequences, each one a document."""
+    the table reports; with ``table`` (bytes per token id) also in bits per byte. MQAR: its test
+    sequences, each one a document."""
     if isinstance(data, MQARTask):
         n = data.spec.n_val
         rows = [(b, np.arange(i, i + len(b.x))) for i, b in zip(range(0, n, spec.batch_size),
@@ -105,7 +139,10 @@ def test_scores(model, data, spec: EvalSpec, context: int, device, autocast) -> 
     if counts.sum() == 0:
         return {"test_tokens": 0, "test_documents": 0}
     loss = float(sums.sum() / counts.sum())
-    return {"test_loss": loss, "test_ppl": math.exp(loss), "test_tokens": int(counts.sum()), "test_documents": n_docs,
+    n_bytes = target_bytes(table, (batch.y for batch, _ in rows))
+    bpb = {} if n_bytes is None else {"test_bpb": bits_per_byte(float(sums.sum()), n_bytes), "test_bytes": n_bytes}
+    return {**bpb, "test_loss": loss, "test_ppl": math.exp(loss), "test_tokens": int(counts.sum()),
+            "test_documents": n_docs,
             "test_tokens_asked": asked, "test_tokens_available": available, "test_stride": stride, "test_digest": digest,
             "test_doc_loss": [float(v) for v in sums / np.maximum(counts, 1)], "test_doc_tokens": [int(c) for c in counts]}
 
@@ -147,19 +184,33 @@ def needle_accuracy(model, data: DocumentData, spec, device, autocast) -> dict[s
     return out
 
 
-def evaluate(model, data, spec: EvalSpec, context: int, device, autocast=nullcontext) -> dict:
-    """After training: ``val_loss`` on the select split (what a choice reads), ``test_loss`` on the
-    test set (what the table reports), L(i), P(l) and needles on the test split; the share
-    pruning keeps on the select split, as during training."""
-    model.eval()
-    result: dict = {"eval_lengths": {}}
+def split_scores(model, data, spec: EvalSpec, context: int, device, autocast) -> dict:
+    """``val_loss``/``val_ppl`` on the select split, the test set's scores, and both losses in bits
+    per byte (``val_bpb``, ``test_bpb``), or ``bpb_note``: why they cannot be known."""
     batches = data.eval_batches(context, spec.sequences, spec.batch_size, SELECT)
     total, count = per_position_loss(model, batches, device, autocast)
     # Fewer than asked where the select split has too few documents this long.
-    result["eval_sequences"], result["eval_sequences_asked"] = sum(len(b.x) for b in batches), spec.sequences
-    result["val_loss"] = float(total.sum() / count.sum())
+    result = {"eval_sequences": sum(len(b.x) for b in batches), "eval_sequences_asked": spec.sequences,
+              "val_loss": float(total.sum() / count.sum())}
     result["val_ppl"] = math.exp(result["val_loss"])
-    result.update(test_scores(model, data, spec, context, device, autocast))
+    table, why = byte_lookup(data)
+    result.update(test_scores(model, data, spec, context, device, autocast, table))
+    val_bytes = target_bytes(table, (b.y for b in batches))
+    if val_bytes is not None and "test_bpb" in result:
+        result["val_bpb"] = bits_per_byte(float(total.sum()), val_bytes)
+    else:  # both or neither: one split's alone compares with nothing
+        for key in ("test_bpb", "test_bytes"):
+            result.pop(key, None)
+        result["bpb_note"] = why or UNKNOWN_TEXT
+    return result
+
+
+def evaluate(model, data, spec: EvalSpec, context: int, device, autocast=nullcontext) -> dict:
+    """After training: ``val_loss`` on the select split (what a choice reads), ``test_loss`` on the
+    test set (what the table reports), both also in bits per byte; L(i), P(l) and needles on the
+    test split; the share pruning keeps on the select split, as during training."""
+    model.eval()
+    result: dict = {"eval_lengths": {}, **split_scores(model, data, spec, context, device, autocast)}
     longest = None
     for multiple in sorted(set(spec.length_multiples) | {1}):
         length = multiple * context

@@ -178,6 +178,7 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
     # checkpoint is due is read before the next launches: both must see the model of that step.
     last = time.perf_counter()
     launched = launch(state.step) if state.step < total_steps else None
+    saved_at = None
     while launched is not None:
         tokens_after = state.tokens + tokens_per_step
         due = (next_eval is not None and tokens_after >= next_eval) or (
@@ -213,12 +214,26 @@ def train(trial: TrialSpec, model: nn.Module, data, reporter: Reporter | None = 
         if next_ckpt is not None and state.tokens >= next_ckpt and checkpoint is not None:
             (workers.save if workers else save_checkpoint)(checkpoint, model, opt, state, trial.spec_hash())
             next_ckpt = _next_multiple(state.tokens, spec.checkpoint_every_tokens)
+            saved_at = state.step
         if ahead is None and state.step < total_steps:
             last = time.perf_counter()  # validation and checkpoints are not training time
             ahead = launch(state.step)
         launched = ahead
+    if checkpoint is not None and spec.keep_weights and saved_at != state.step:
+        keep_final_weights(checkpoint, model, opt, state, trial.spec_hash(), workers)
     return {"steps": state.step, "tokens": state.tokens, "history": state.history,
             "tokens_per_s": timed_tokens / timed_seconds if timed_seconds else None}
+
+
+def keep_final_weights(path: Path, model, opt, state: TrainState, spec_hash: str, workers=None) -> None:
+    """The final weights as the checkpoint at the last step, for `wb eval` and `wb export`. One
+    process writes the model's state alone: a finished training's checkpoint is never resumed
+    (read_checkpoint), so its optimizer state would only take twice the model's size on disk.
+    Several workers write theirs as at any checkpoint (gathering the shards takes all of them)."""
+    if workers:
+        workers.save(path, model, opt, state, spec_hash)
+    else:
+        write_checkpoint(path, model.state_dict(), {}, state, spec_hash)
 
 
 def _too_big(spec: TrainSpec, context: int, device: torch.device) -> TrainError:

@@ -5,6 +5,7 @@ import hashlib
 import json
 import platform
 import subprocess
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
@@ -54,16 +55,32 @@ def source_fingerprint(root: Path | None = None) -> str:
     return digest.hexdigest()[:12]
 
 
-def versions() -> dict:
-    out = {"python": platform.python_version(), "torch": torch.__version__, "code": code_version(),
-           "source": source_fingerprint()}
-    try:
-        import triton  # Triton may be absent (pyproject installs it on Linux only): no version then
+# The libraries whose version can change a result or the trials a study runs: the numerics (torch,
+# triton, numpy, scipy), the scheduler and its search (ray; optuna, whose default sampler changed in
+# 5.0), the store and the specs (mlflow, pydantic), the tables and the tokenizers. Each by the names
+# of its distributions, the first installed one counting (MLflow may come as mlflow-skinny alone).
+LIBRARIES = {"torch": ("torch",), "triton": ("triton", "pytorch-triton"), "numpy": ("numpy",), "scipy": ("scipy",),
+             "ray": ("ray",), "optuna": ("optuna",), "mlflow": ("mlflow", "mlflow-skinny"),
+             "pydantic": ("pydantic",), "polars": ("polars",), "tokenizers": ("tokenizers",)}
 
-        out["triton"] = triton.__version__
-    except ImportError:
-        pass
+
+def library_versions() -> dict[str, str]:
+    """name -> installed version of each of LIBRARIES, from the distributions' metadata (nothing
+    imported), and Python's; one not installed is left out (a GPU machine may run without polars)."""
+    out = {"python": platform.python_version()}
+    for name, distributions in LIBRARIES.items():
+        for dist in distributions:
+            try:
+                out[name] = version(dist)
+                break
+            except PackageNotFoundError:
+                continue
     return out
+
+
+def versions() -> dict:
+    """What ran: Python and LIBRARIES (library_versions), the git commit and the source fingerprint."""
+    return {**library_versions(), "code": code_version(), "source": source_fingerprint()}
 
 
 def write_json(path: Path, obj) -> None:

@@ -43,6 +43,9 @@ def test_tiny_trial_learns(tiny_result):
     for key in ("val_ppl", "per_position_loss", "ppl_at_length", "tokens_per_s", "mfu", "n_params", "spec",
                 "spec_hash", "versions", "device"):
         assert key in result
+    # Bits per byte beside nats per token; the built-in corpus is read by bytes: one byte a token.
+    assert (result["test_bytes"] == result["test_tokens"] and result["test_bpb"] == pytest.approx(result["test_loss"] / np.log(2))
+            and result["val_bpb"] == pytest.approx(result["val_loss"] / np.log(2)))
     if result["device"].startswith("cpu"):  # MFU is for GPUs: null, with the reason beside it
         assert result["mfu"] is None and result["mfu_peak"] is None and "CPU" in result["mfu_note"]
 

@@ -1,0 +1,80 @@
+"""The paired item comparison (McNemar's exact test) and the shipped task's items."""
+import pytest
+
+from foxwb.workbench.downstream import paired
+from foxwb.workbench.downstream.local_task import next_line_items
+from foxwb.workbench.spec.errors import SpecError
+
+
+def test_mcnemar_exact_p_by_hand():
+    a = [1, 1, 1, 1, 1, 0, 0, 1, 0, 1]
+    b = [0, 0, 0, 0, 1, 1, 0, 1, 0, 1]
+    found = paired.mcnemar_exact(a, b)
+    # Discordant: 4 items only A got right, 1 only B: p = 2 P(Bin(5, 1/2) <= 1) = 2 (1 + 5) / 32.
+    assert (found["a_only"], found["b_only"], found["items"]) == (4, 1, 10)
+    assert found["p"] == pytest.approx(12 / 32)
+    assert paired.mcnemar_exact([1, 0, 1], [1, 0, 1])["p"] == 1.0  # no discordant item: no evidence
+    assert paired.mcnemar_exact([1] * 12, [0] * 12)["p"] == pytest.approx(2 / 2**12)
+
+
+def test_items_pair_seed_by_seed_and_by_item():
+    def records(seed_bits, hashes="abcd"):
+        return [{"doc_id": i, "doc_hash": h, "correct": c} for i, (h, c) in enumerate(zip(hashes, seed_bits))]
+
+    a = {0: records([1, 1, 0, 1]), 1: records([1, 1, 1, 0]), 2: records([1, 1, 1, 1])}
+    b = {0: records([0, 1, 0, 1]), 1: records([0, 0, 1, 0], hashes="abcX")}  # seed 2: A's alone; item 3 of seed 1 differs
+    found = paired.compare(a, b)
+    assert found["seeds"] == [0, 1] and found["items"] == 4 + 3
+    assert (found["a_only"], found["b_only"]) == (1 + 2, 0)
+    assert found["p"] == pytest.approx(2 / 8)
+    assert found["acc_a"] == pytest.approx(6 / 7) and found["delta"] == pytest.approx(6 / 7 - 3 / 7)
+    assert paired.compare(a, {5: records([1, 1, 1, 1])}) is None  # no seed in common
+
+
+TEXTS = ["import os\nimport sys\ndef main(argv):\n    return len(argv)\nprint(main(sys.argv))\n",
+         "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n",
+         "for value in range(10):\n    total = total + value\nprint('the total', total)\n"]
+
+
+def test_next_line_items_hold_the_true_line_among_lines_of_other_documents():
+    items = next_line_items(TEXTS, seed=3, n_items=50)
+    assert items == next_line_items(TEXTS, seed=3, n_items=50)  # the same questions for every trial
+    assert items != next_line_items(TEXTS, seed=4, n_items=50)
+    assert len({(i["document"], i["line"]) for i in items}) == len(items) > 6
+    for item in items:
+        lines = TEXTS[item["document"]].split("\n")
+        assert item["choices"][item["label"]] == lines[item["line"]] + "\n"
+        assert item["context"] == "".join(line + "\n" for line in lines[: item["line"]])
+        others = [c for k, c in enumerate(item["choices"]) if k != item["label"]]
+        assert len(others) == 3 and len(set(item["choices"])) == 4
+        assert all(o[:-1] not in lines for o in others)  # drawn from the other documents
+
+
+def test_one_document_is_refused_with_the_advice():
+    with pytest.raises(SpecError, match="needs 2 or more.*data.val_fraction"):
+        next_line_items(TEXTS[:1])
+
+
+def test_a_studys_variants_are_compared_with_the_base_from_their_trial_folders(tmp_path):
+    """What `wb results --format json` shows under "downstream": the per-item files `wb eval`
+    left in the finished trials' folders, each variant against the base."""
+    import json
+
+    import polars as pl
+
+    from foxwb.workbench.downstream.study import comparisons
+
+    bits = {("base", 0): [1, 0, 0, 1], ("base", 1): [0, 0, 1, 1], ("gate off", 0): [1, 1, 1, 1], ("gate off", 1): [1, 1, 1, 1]}
+    rows = []
+    for (variant, seed), correct in bits.items():
+        spec_hash = f"{variant[0]}{seed}"
+        folder = tmp_path / "trials" / spec_hash / "eval"
+        folder.mkdir(parents=True)
+        (folder / "wb_next_line.jsonl").write_text("".join(
+            json.dumps({"doc_id": i, "doc_hash": str(i), "correct": c}) + "\n" for i, c in enumerate(correct)))
+        rows.append({"variant": variant, "seed": seed, "spec_hash": spec_hash, "status": "FINISHED"})
+    rows.append({"variant": "gate off", "seed": 2, "spec_hash": "x", "status": "FAILED"})
+    (found,) = comparisons(tmp_path, pl.DataFrame(rows), "base")["wb_next_line"]
+    assert (found["a"], found["b"], found["seeds"], found["items"]) == ("gate off", "base", [0, 1], 8)
+    assert (found["a_only"], found["b_only"]) == (4, 0) and found["p"] == pytest.approx(2 / 16)
+    assert comparisons(tmp_path, pl.DataFrame(rows), "absent") == {}
