@@ -20,6 +20,7 @@ from foxwb.workbench.analysis import fairness, knobs, status, table
 from foxwb.workbench.analysis.claims import declared, study_claims
 from foxwb.workbench.analysis.effects import effects, grid_effects
 from foxwb.workbench.analysis.scaling.laws import fit_study
+from foxwb.workbench.downstream.study import store_comparisons
 from foxwb.workbench.run.tracking import Store
 from foxwb.workbench.spec.seed_plan import SeedPlan
 
@@ -82,6 +83,7 @@ def study_page(store: Store, study: str) -> tuple[str, dict]:
     # Tune, then confirm: each variant's search beside the table; then what each row searched and set.
     ctx["confirm"] = confirm_section(page, store, attempts, tags, info, colours, space) if info.choice else None
     ctx["fairness"] = fairness_section(attempts, tags)
+    ctx["downstream"] = downstream_section(store, attempts, info.base)
     ctx["seeds"] = seeds_section(page, everything, rows, info, metric, colours)
     ctx["scaling"] = scaling_section(page, everything, info, colours) if info.design_kind == "scaling" else None
     ctx["effects"] = effect_sections(page, everything, info, colours)
@@ -284,6 +286,15 @@ def training_curves(store: Store, runs: list, frame: pl.DataFrame, order: list[s
         if wide.height:
             training[row] = (wide["tokens"].to_numpy(), wide.drop("tokens").to_numpy().T)
     return training
+
+
+def downstream_section(store: Store, runs: list, base: str) -> list[dict]:
+    """Each variant against the base on the tasks `wb eval` ran, from the per-item files logged to
+    the trials' runs, as `wb results` shows them (workbench/downstream/paired.py)."""
+    return [{"task": task, "a": c["a"], "b": c["b"], "acc_a": f"{c['acc_a']:.3f}", "acc_b": f"{c['acc_b']:.3f}",
+             "delta": f"{c['delta']:+.3f}", "ci": f"[{c['delta_ci'][0]:+.3f}, {c['delta_ci'][1]:+.3f}]",
+             "p": f"{c['p']:.3g}", "items": c["items"], "seeds": ", ".join(map(str, c["seeds"]))}
+            for task, compared in store_comparisons(store, runs, base).items() for c in compared]
 
 
 def fairness_section(runs: list, tags: dict) -> dict | None:

@@ -67,6 +67,28 @@ def quickstart(tmp_path_factory):
     return once_across_workers(tmp_path_factory, "quickstart", _run_quickstart)
 
 
+def _train_tiny(folder: Path):
+    """`wb train studies/trial_tiny.yaml` on one thread, not the file's two: beside a study on 2
+    cores the two OpenMP threads, each waiting on the other, took 430 s (34 s on a quiet machine)."""
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "studies/trial_tiny.yaml").read_text())
+    spec["train"]["cpu_threads"] = 1
+    (folder / "trial_tiny_1thread.yaml").write_text(yaml.safe_dump(spec))
+    start = time.time()
+    proc = subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", "train", str(folder / "trial_tiny_1thread.yaml"),
+                           "--out", str(folder / "out")], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    return folder / "out", proc, time.time() - start
+
+
+@pytest.fixture(scope="session")
+def tiny_trial(tmp_path_factory):
+    """studies/trial_tiny.yaml's trial, trained once for the test run (once_across_workers) and
+    only read by the tests that share it (its result, `wb eval` of it). Returns (trial folder,
+    completed process, seconds)."""
+    return once_across_workers(tmp_path_factory, "tiny_trial", _train_tiny)
+
+
 @pytest.fixture(scope="session")
 def random_search_confirmed(tmp_path_factory):
     """A tiny tune-then-confirm study with a random search and ASHA, run once (once_across_workers)

@@ -365,3 +365,22 @@ def claim_lines(claims: list[dict], alpha: float) -> list[str]:
                      "(docs/study-files.md)")
     lines += [f"  note, {c['name']}: {c['note']}" for c in claims if c.get("note")]
     return lines + [""]
+
+
+def downstream_lines(found: dict) -> list[str]:
+    """Each variant against the base on the downstream tasks `wb eval` ran
+    (workbench/downstream/paired.py): accuracies, the difference with its bootstrap interval over
+    seeds and items, McNemar's p over the pooled items."""
+    if not found:
+        return []
+    lines = ["", "downstream tasks (wb eval): each variant minus the base, items paired seed by seed; difference "
+                 "with its 95% bootstrap interval over seeds, then items; p: McNemar's exact test on the pooled items"]
+    for task, compared in found.items():
+        lines.append(f"  {task}:")
+        for c in compared:
+            low, high = c["delta_ci"]
+            lines.append(f"    {c['a']} minus {c['b']}: acc {c['acc_a']:.3f} vs {c['acc_b']:.3f}, {c['delta']:+.3f} "
+                         f"[{low:+.3f}, {high:+.3f}], p {c['p']:.3g} ({c['items']} item pairs, seeds "
+                         f"{', '.join(map(str, c['seeds']))})")
+    return lines
+

@@ -63,6 +63,7 @@ def command(args: argparse.Namespace) -> int:
         if info.design_kind == "scaling":
             lines += report.fit_lines(about)
         lines += report.effect_lines(about)
+        lines += report.downstream_lines(about["downstream"])
         lines += fairness.lines(about["fairness"])
         emit("\n".join(lines) + "\n", args.out)
     elif args.format in paper_table.FORMATS:

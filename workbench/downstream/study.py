@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from foxwb.workbench.analysis.runs import finished_runs, read_store, study_parent
+from foxwb.workbench.analysis.runs import artifact_uri, finished_runs, read_store, study_parent
 from foxwb.workbench.downstream import items, paired
 from foxwb.workbench.downstream.items import EVAL_DIR
 from foxwb.workbench.run.lease import Lease
@@ -97,6 +97,32 @@ def comparisons(workdir: Path, runs, base: str | None) -> dict:
         folder = layout.trial_dir(Path(workdir), row["spec_hash"]) / EVAL_DIR
         for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
             found[path.stem][row["variant"]][int(row["seed"])] = items.read_items(path)
+    return _compared(found, base)
+
+
+def store_comparisons(store, runs: list, base: str | None) -> dict:
+    """As comparisons, from the per-item files logged to the finished trial ``runs`` (MLflow runs)
+    of ``store``: what the dashboard reads, with no trial folder at hand."""
+    # MLflow takes seconds to import: `wb results` reads the trial folders without it.
+    import mlflow.artifacts
+
+    found: dict = defaultdict(lambda: defaultdict(dict))
+    for run in runs:
+        if run.info.status != "FINISHED":
+            continue
+        home = f"{artifact_uri(store, run)}/{EVAL_DIR}"
+        try:
+            logged = [a.path for a in mlflow.artifacts.list_artifacts(artifact_uri=home) if a.path.endswith(".jsonl")]
+        except Exception:  # no eval/ folder: the trial was not evaluated
+            continue
+        for name in logged:
+            path = mlflow.artifacts.download_artifacts(artifact_uri=f"{home}/{Path(name).name}")
+            tags = run.data.tags
+            found[Path(name).stem][tags["variant"]][int(tags["seed"])] = items.read_items(Path(path))
+    return _compared(found, base)
+
+
+def _compared(found: dict, base: str | None) -> dict:
     out = {}
     for task, by_variant in sorted(found.items()):
         if base not in by_variant:

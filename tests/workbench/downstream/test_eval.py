@@ -1,30 +1,25 @@
 """`wb eval` on a trained trial's folder: the shipped task, its per-item results kept with the trial."""
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
-import yaml
 
-from tests.cli import ROOT, wb
+from tests.cli import wb
 
 LIMIT = 12
 
 
 @pytest.fixture(scope="module")
-def trial(tmp_path_factory):
-    """A tiny trial trained once (one thread, ~40k tokens; its checkpoint at its last step holds
-    its final weights), and the environment `wb eval` runs in (the task cache in a temporary folder)."""
-    folder = tmp_path_factory.mktemp("eval")
-    spec = yaml.safe_load((ROOT / "studies/trial_tiny.yaml").read_text())
-    spec["model"].update(d_model=64, n_layers=1)
-    spec["data"]["max_bytes"] = 1_000_000
-    spec["train"].update(tokens=40_960, batch_size=8, warmup_tokens=4096, eval_every_tokens=None,
-                         checkpoint_every_tokens=None, cpu_threads=1)  # the final weights kept all the same (train.keep_weights)
-    spec["eval"] = {"sequences": 4, "length_multiples": [1], "test_tokens": 4096, "min_test_tokens": 1024}
-    (folder / "trial.yaml").write_text(yaml.safe_dump(spec))
-    proc = wb("train", folder / "trial.yaml", "--out", folder / "t")
+def trial(tiny_trial, tmp_path_factory):
+    """studies/trial_tiny.yaml's trial (the session's `tiny_trial`: its final weights kept, as every
+    trial keeps them), copied so that `wb eval` writes beside a copy of its own; and the environment
+    `wb eval` runs in (the task cache in a temporary folder)."""
+    trained, proc, _ = tiny_trial
     assert proc.returncode == 0, proc.stderr[-2000:]
+    folder = tmp_path_factory.mktemp("eval")
+    shutil.copytree(trained, folder / "t")
     return folder / "t", {**os.environ, "WB_EVAL_CACHE": str(folder / "cache")}
 
 

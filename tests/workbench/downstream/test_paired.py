@@ -29,6 +29,21 @@ def test_items_pair_seed_by_seed_and_by_item():
     assert found["p"] == pytest.approx(2 / 8)
     assert found["acc_a"] == pytest.approx(6 / 7) and found["delta"] == pytest.approx(6 / 7 - 3 / 7)
     assert paired.compare(a, {5: records([1, 1, 1, 1])}) is None  # no seed in common
+    low, high = found["delta_ci"]
+    assert low <= found["delta"] <= high and high <= 1 and low >= -1
+
+
+def test_the_bootstrap_interval_widens_with_the_seeds_spread():
+    """Two pairs of variants with the same pooled items: in one the difference is the same at every
+    seed, in the other it comes from one seed alone. McNemar's p is the same; the interval, whose
+    samples are the seeds too, is wider where the seeds disagree, and then reaches 0."""
+    steady = [paired.np.array([1.0] * 10 + [0.0] * 30) for _ in range(4)]
+    one_seed = [paired.np.array([1.0] * 40)] + [paired.np.zeros(40) for _ in range(3)]
+    s_low, s_high = paired.bootstrap_delta(steady)
+    o_low, o_high = paired.bootstrap_delta(one_seed)
+    assert o_high - o_low > 2 * (s_high - s_low)
+    assert s_low > 0 and o_low <= 0  # the steady difference excludes 0; the one seed's does not
+    assert paired.bootstrap_delta(steady) == [s_low, s_high]  # fixed draws: the same interval each time
 
 
 TEXTS = ["import os\nimport sys\ndef main(argv):\n    return len(argv)\nprint(main(sys.argv))\n",

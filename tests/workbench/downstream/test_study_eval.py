@@ -55,3 +55,15 @@ def test_a_study_is_evaluated_once_logged_per_run_and_compared_per_item(quicksta
     # Paired seed by seed over the 2 seeds: 6 items each, 12 pairs; McNemar's p of the discordant ones.
     assert all(c["b"] == base == "FoX (Pro)" and c["items"] == 12 and c["seeds"] == [0, 1] and 0 <= c["p"] <= 1
                for c in compared), compared
+    assert all(c["delta_ci"][0] <= c["delta"] <= c["delta_ci"][1] for c in compared), compared
+    text = wb("results", STUDY, "--workdir", copy)
+    assert text.returncode == 0 and "downstream tasks (wb eval)" in text.stdout, text.stdout[-2000:]
+    assert all(f"{c['a']} minus FoX (Pro): acc " in text.stdout for c in compared), text.stdout[-2000:]
+    # The dashboard's study page shows the same comparison, read from the runs' logged item files.
+    site = wb("dashboard", "--workdir", copy, "--study", STUDY, "--out", tmp_path / "site")
+    assert site.returncode == 0, site.stderr[-2000:]
+    page = next((tmp_path / "site").glob("study-quickstart-*.html")).read_text()
+    assert 'id="downstream"' in page
+    for c in compared:
+        assert f"<td>{c['a']}</td><td>FoX (Pro)</td><td class=\"num\">{c['acc_a']:.3f}</td>" in page
+

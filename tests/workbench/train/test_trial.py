@@ -22,17 +22,11 @@ def wb_train(trial, out, *extra, **kw):
 
 
 @pytest.fixture(scope="module")
-def tiny_result(tmp_path_factory):
-    """The tiny trial's result. (How long it takes is a benchmark's to say, not a test's: on a
-    shared machine neither its wall time nor its CPU time, which spinning threads inflate under
-    contention, is the trial's own.) It trains on one thread, not the file's two: beside a study
-    on 2 cores the two OpenMP threads, each waiting on the other, took 430 s (34 s on a quiet
-    machine)."""
-    out = tmp_path_factory.mktemp("tiny")
-    spec = yaml.safe_load((ROOT / "studies/trial_tiny.yaml").read_text())
-    spec["train"]["cpu_threads"] = 1
-    (out.parent / "trial_tiny_1thread.yaml").write_text(yaml.safe_dump(spec))
-    proc = wb_train(out.parent / "trial_tiny_1thread.yaml", out)
+def tiny_result(tiny_trial):
+    """The tiny trial's result (the session's `tiny_trial`, trained once on one thread). (How long
+    it takes is a benchmark's to say, not a test's: on a shared machine neither its wall time nor
+    its CPU time, which spinning threads inflate under contention, is the trial's own.)"""
+    out, proc, _ = tiny_trial
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads((out / "result.json").read_text())
 
