@@ -293,7 +293,8 @@ def downstream_section(store: Store, runs: list, base: str) -> list[dict]:
     the trials' runs, as `wb results` shows them (workbench/downstream/paired.py)."""
     return [{"task": task, "a": c["a"], "b": c["b"], "acc_a": f"{c['acc_a']:.3f}", "acc_b": f"{c['acc_b']:.3f}",
              "delta": f"{c['delta']:+.3f}", "ci": f"[{c['delta_ci'][0]:+.3f}, {c['delta_ci'][1]:+.3f}]",
-             "p": f"{c['p']:.3g}", "items": c["items"], "seeds": ", ".join(map(str, c["seeds"]))}
+             "p": f"{c['p']:.3g}", "pairs": c["items"], "differ": c["a_only"] + c["b_only"],
+             "seeds": ", ".join(map(str, c["seeds"]))}
             for task, compared in store_comparisons(store, runs, base).items() for c in compared]
 
 

@@ -380,7 +380,10 @@ def downstream_lines(found: dict) -> list[str]:
         for c in compared:
             low, high = c["delta_ci"]
             lines.append(f"    {c['a']} minus {c['b']}: acc {c['acc_a']:.3f} vs {c['acc_b']:.3f}, {c['delta']:+.3f} "
-                         f"[{low:+.3f}, {high:+.3f}], p {c['p']:.3g} ({c['items']} item pairs, seeds "
-                         f"{', '.join(map(str, c['seeds']))})")
+                         f"[{low:+.3f}, {high:+.3f}], p {c['p']:.3g} ({c['items']} item pairs, "
+                         f"{c['a_only'] + c['b_only']} answered differently; seeds {', '.join(map(str, c['seeds']))})")
+            if c["a_only"] + c["b_only"] == 0:
+                lines.append("      no item answered differently: nothing tells the two apart on this task, which "
+                             "is not evidence that they are alike")
     return lines
 

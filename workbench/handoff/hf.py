@@ -9,6 +9,7 @@ temporary folder beside DIR and renamed onto it: a refused or failed export leav
 """
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from importlib.metadata import PackageNotFoundError, version
@@ -48,6 +49,7 @@ def export_hf(trial_dir: Path, out: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         _write(trial, plugins, tmp)
+        _readable(tmp)
         if out.is_dir():
             out.rmdir()  # empty (checked above); rename needs it gone
         tmp.rename(out)
@@ -55,6 +57,16 @@ def export_hf(trial_dir: Path, out: Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _readable(folder: Path) -> None:
+    """The modes a plain mkdir and write would give under the user's umask: the temporary folder is
+    made private (0700), and an export is for other people to read."""
+    mask = os.umask(0)
+    os.umask(mask)
+    folder.chmod(0o777 & ~mask)
+    for path in folder.iterdir():
+        path.chmod(0o666 & ~mask)
 
 
 def _write(trial: FinishedTrial, plugins: dict, folder: Path) -> None:

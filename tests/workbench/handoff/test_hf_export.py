@@ -172,6 +172,11 @@ def test_wb_export_of_a_trained_plugin_model_loads_elsewhere_with_our_logits(plu
     config = json.loads((folder / "hf" / "config.json").read_text())
     assert config["plugins"] == {"wb-l2norm": {"version": "0.1", "kinds": ["qk_norm=l2norm"]}}
     assert config["trial"]["spec_hash"] == json.loads((folder / "run" / "result.json").read_text())["spec_hash"]
+    # Readable by others as the user's umask allows, as a plain mkdir and write would leave it.
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (folder / "hf").stat().st_mode & 0o777 == 0o777 & ~mask
+    assert all(p.stat().st_mode & 0o777 == 0o666 & ~mask for p in (folder / "hf").iterdir())
     # Another process in another folder, as a user's evaluation code would load it.
     code = textwrap.dedent(f"""
         import json, torch, transformers

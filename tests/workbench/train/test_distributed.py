@@ -134,8 +134,9 @@ def test_a_killed_two_worker_trial_resumes_on_one_worker(tmp_path):
 
 
 def stop_after_step_14(out: Path) -> list[dict]:
-    """A trial checkpointed every 7 steps of 20, made to look killed between steps 14 and 20 (a
-    finished training's checkpoint is not resumed): its metrics rows."""
+    """A trial checkpointed every 7 steps of 20 and trained with train.keep_weights off (its last
+    checkpoint is then of step 14; keep_weights is not in the identity), made to look killed between
+    steps 14 and 20 (a finished training's checkpoint is not resumed): its metrics rows."""
     import torch
 
     assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 14
@@ -163,13 +164,13 @@ def test_an_fsdp_checkpoint_resumes_on_one_worker_and_a_one_worker_one_on_fsdp(l
     spec = tiny(checkpoint_every_tokens=7 * 12 * 32)
 
     fsdp = tmp_path / "fsdp"
-    run_workers(tiny(checkpoint_every_tokens=7 * 12 * 32, workers=2, parallel="fsdp"), fsdp, cpus=1)
+    run_workers(tiny(checkpoint_every_tokens=7 * 12 * 32, workers=2, parallel="fsdp", keep_weights=False), fsdp, cpus=1)
     first = stop_after_step_14(fsdp)
     assert run_trial(spec, fsdp)["workers"] == 1
     resumed_from_step_14(fsdp, first, reference)
 
     one = tmp_path / "one"
-    run_trial(spec, one)
+    run_trial(tiny(checkpoint_every_tokens=7 * 12 * 32, keep_weights=False), one)
     first = stop_after_step_14(one)
     result = run_workers(tiny(checkpoint_every_tokens=7 * 12 * 32, workers=2, parallel="fsdp"), one, cpus=1)
     assert (result["workers"], result["parallel"]) == (2, "fsdp")
@@ -194,7 +195,7 @@ def test_fsdp_trains_and_resumes_the_stable_recipes_parametrised_kv_shift(local_
     plain = run_trial(spec(), tmp_path / "one")
     reference = losses(tmp_path / "one" / "metrics.jsonl")
     fsdp = tmp_path / "fsdp"
-    run_workers(spec(workers=2, parallel="fsdp"), fsdp, cpus=1)
+    run_workers(spec(workers=2, parallel="fsdp", keep_weights=False), fsdp, cpus=1)
     assert_same_curve(losses(fsdp / "metrics.jsonl"), reference)
     first = stop_after_step_14(fsdp)
     result = run_trial(spec(), fsdp)
