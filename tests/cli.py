@@ -18,6 +18,7 @@ started with this process's environment, not the test's, and a test of what a lo
 from __future__ import annotations
 
 import atexit
+import fcntl
 import io
 import os
 import shutil
@@ -84,10 +85,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def ensure_ray_token() -> None:
+    """The token `ray start` authenticates with, made once. Where ~/.ray/auth_token is missing,
+    each `ray start` writes a new one: on a fresh machine the two pytest workers' clusters started
+    at once, each wrote its own, and the drivers and workers of one cluster sent the other's
+    (21 end-to-end tests failed, every one through a shared cluster). Made here under a lock,
+    before any head starts."""
+    token = Path.home() / ".ray" / "auth_token"
+    token.parent.mkdir(parents=True, exist_ok=True)
+    with open(token.parent / "auth_token.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not token.exists():
+            subprocess.run([str(BIN / "ray"), "get-auth-token", "--generate"], check=True, capture_output=True,
+                           timeout=120)
+
+
 def start_ray_head(port: int, temp_dir: str, cpus: int = 2) -> subprocess.Popen:
     """A Ray head of the test's own (`ray start --block`, its own temp dir and session), stopped by
     killing that process group (stop_ray_head): never `ray stop`, which stops every Ray cluster on
     the machine."""
+    ensure_ray_token()
     head = subprocess.Popen([str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
                              "--port", str(port), "--temp-dir", temp_dir, "--num-cpus", str(cpus),
                              "--include-dashboard=false", "--disable-usage-stats"],
