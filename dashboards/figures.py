@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 
 from foxwb.dashboards import render
 from foxwb.workbench.analysis import stats, table
-from foxwb.workbench.analysis.report import SPIKES, chosen_note
+from foxwb.workbench.analysis.report import SPIKES, chosen_note, workers_cell
 from foxwb.workbench.analysis.scaling.laws import LOSS as LADDER_LOSS
 from foxwb.workbench.analysis.scaling.solve import law
 
@@ -135,13 +135,6 @@ def _spikes(r: dict) -> dict | None:
                      f'after warmup {r["grad_norm_max"]:#.3g}'}
 
 
-def _workers(w) -> str:
-    """The processes per trial of a row's runs (Ray Train): "2", or "1, 2" where its runs differ."""
-    if w is None:
-        return ""
-    return ", ".join(map(str, w)) if isinstance(w, (list, tuple)) else str(w)
-
-
 def _delta(r: dict, alpha: float, p: float | None, p_label: str) -> dict:
     out = {"base": r["comparison"] == "base", "why": None, "value": None, "star": None, "vs": None, "paired": None}
     if out["base"]:
@@ -184,7 +177,7 @@ def ablation_table(rows: pl.DataFrame, info: table.StudyInfo, metric: str = "val
             "search": r.get("stage") == "search",
             "mde": "" if r["mde"] is None else f"{r['mde']:.3f}",
             "runs": _runs_text(r), "reasons": "\n".join(r["reasons"] or []), "spikes": _spikes(r),
-            "workers": _workers(r.get("workers"))})
+            "workers": workers_cell(r.get("workers"))})
     several = any(w not in ("", "1") for w in (s["workers"] for s in shown))
     test = "paired or Welch" if "welch" in rows["test"].to_list() else "paired"
     # A tune-then-confirm study: its confirmation rows are the table, the search rows apart below it.

@@ -51,12 +51,13 @@ class Unit:
 
 # ---------------------------------------------------------------- the two ways in
 
-def of_study(study: StudySpec, tags: dict | None = None, runs=None) -> dict:
+def of_study(study: StudySpec, tags: dict | None = None, runs=None, trials: list[Trial] | None = None) -> dict:
     """The report of a study file: its expanded trials, the search it declares, and the choice:
     a tune-then-confirm study's from the parent run's ``confirm_choice`` tag (``tags``); a random
     or adaptive search without confirmation, each variant's best row (the table's "best point")
-    from ``runs`` (the study's runs frame) where given."""
-    trials = expand(study)
+    from ``runs`` (the study's runs frame) where given. ``trials``: the study's, expanded (expanded
+    here where not given)."""
+    trials = expand(study) if trials is None else trials
     space = {p: True for p in study.search.paths()} if study.search else {}
     axes = dict(study.design.axes) if isinstance(study.design, GridDesign) else {}
     units = [_unit_of(t, space) for t in trials]

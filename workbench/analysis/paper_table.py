@@ -192,8 +192,10 @@ def table_part(d, rows: pl.DataFrame, about: dict, info: StudyInfo) -> list[str]
             f"paired{' or Welch' if welch else ''} delta ± 95% CI (n)", "p (Holm)" if holm else "p (unadjusted)", "MDE",
             *(["runs"] if runs else []), *(["kinds"] if kinds else [])]
     align = "llrrr" + "l" * search + "rrr" + "l" * runs + "l" * kinds
+    # Split on the rows' stage, as report.table_lines, the dashboard's table and the Holm families are.
     parts = [(None, [r for r in records if r["stage"] == "confirmation"]),
-             (_SEARCH_TITLE, [r for r in records if r["stage"] == "search"])] if chosen else [(None, records)]
+             (_SEARCH_TITLE, [r for r in records if r["stage"] == "search"])] \
+        if any(r["stage"] == "search" for r in records) else [(None, records)]
     title = report.table_lines(rows, info, metric, holm)[0]
     out = d.paragraph(d.text(title))
     for name, part in parts:

@@ -34,6 +34,14 @@ def _spike_cell(r: dict) -> str:
     return f"{r['runs_spiked']} of {r['finished']}{mark} max {_num(r['grad_norm_max'], '#.3g')}"
 
 
+def workers_cell(workers) -> str:
+    """The processes per trial of a row's runs (Ray Train; table.workers): "2", or "1, 2" where its
+    runs differ; "" without runs. The text table's and the dashboard's workers column."""
+    if workers is None:
+        return ""
+    return ", ".join(map(str, workers)) if isinstance(workers, (list, tuple)) else str(workers)
+
+
 def _p_cell(p, alpha: float) -> str:
     return "" if p is None else f"{p:.3g}{'*' if p < alpha else ''}"
 
@@ -63,13 +71,16 @@ def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = 
             vs = [""]
         return [r["row"], *([r["chosen"] or ""] if chosen else []), seeds, _num(r["mean"]), _num(r["ci95"], ".3f", "n/a" if r["n_seeds"] else ""), delta,
                 *vs, paired, _p_cell(r["p_holm"] if holm else r["p_unadjusted"], info.alpha), _num(r["mde"]),
-                _runs_cell(r), _spike_cell(r), r["kinds"] or "", *([", ".join(map(str, r["workers"] or []))] if several else [])]
+                _runs_cell(r), _spike_cell(r), r["kinds"] or "", *([workers_cell(r["workers"])] if several else [])]
 
     rows = table.to_dicts()
     # A tune-then-confirm study: its confirmation rows are the table; the search they were chosen on beside it.
+    # Split on the rows' stage, as the dashboard's table and the Holm families are (a search row before
+    # the choice is a search row still).
+    staged = any(r["stage"] == "search" for r in rows)
     parts = [(None, [r for r in rows if r["stage"] == "confirmation"]),
              ("search, beside the table: the runs each point was chosen on (one seed each, the chosen point's "
-              "row with the confirmation's seeds too; the choice read the select split's val_loss)", [r for r in rows if r["stage"] == "search"])] if chosen else [(None, rows)]
+              "row with the confirmation's seeds too; the choice read the select split's val_loss)", [r for r in rows if r["stage"] == "search"])] if staged else [(None, rows)]
     text = []
     for title, part in parts:
         if not part:
@@ -80,7 +91,7 @@ def table_lines(table: pl.DataFrame, info: StudyInfo, metric: str, holm: bool = 
         text += ([""] + [title] if title else []) + [
             "  ".join([line[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(line[1:], widths[1:])]).rstrip() for line in lines]
     return [f"study {info.name!r}: {metric}, mean and 95% CI (Student t) over seeds; base {info.base!r} ({info.base_from}); "
-            f"alpha {info.alpha:g}"] + ([f"  {split}"] if split else []) + text + [""] * chosen + footnotes(table, info, holm, search, chosen)
+            f"alpha {info.alpha:g}"] + ([f"  {split}"] if split else []) + text + [""] * staged + footnotes(table, info, holm, search, chosen)
 
 
 def chosen_note(info: StudyInfo) -> str:

@@ -101,8 +101,8 @@ def run_state(store: Store, run, now: float, no_driver: str | None = None) -> Tr
 
 
 def running_detail(store: Store, run, now: float) -> str:
-    """Tokens done of the trial's total, the last training loss, the ETA (`progress.eta_s`), and how
-    long ago it last reported."""
+    """Tokens done of the trial's total, the last training loss, the ETA (`progress_line.eta_s`, as
+    `wb train` and `wb run` read it), and how long ago it last reported."""
     history = store.client.get_metric_history(run.info.run_id, "train_loss")
     # The tokens it trains, as its driver recorded them (a run started before that tag: those asked).
     total = int(run.data.tags.get("trained_tokens") or run.data.params.get("train.tokens", 0))

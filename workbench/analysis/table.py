@@ -96,14 +96,15 @@ class StudyInfo:
 
 
 def study_info(name: str, runs: pl.DataFrame, study=None, parent_tags: dict | None = None,
-               base: str | None = None) -> StudyInfo:
+               base: str | None = None, trials: list | None = None) -> StudyInfo:
     """The base, order, seeds and alpha of a study: from its file where given, else from the tags
-    of its parent run, else from the runs (oldest first). ``base`` (``--base``) must be a variant."""
+    of its parent run, else from the runs (oldest first). ``base`` (``--base``) must be a variant.
+    ``trials``: the file's, expanded (expanded here where not given)."""
     seen = _oldest_first(runs)
     tags = parent_tags or {}
     if study is not None:
         order, design_base, seeds, alpha = variant_names(study), base_variant(study.design), list(study.seeds), study.alpha
-        planned = _planned(expand(study), order)
+        planned = _planned(expand(study) if trials is None else trials, order)
         own, welch = own_seeds(study), welch_variants(study)
         row_order = []  # the plan's rows come first in row_keys
         source = "the design's"

@@ -169,12 +169,12 @@ def confirm_lines(study, store, runs: list, searched: bool, gone: str | None, wh
 
 
 def plan_seeds(study, args: argparse.Namespace) -> None:
-    _, _, runs, tags = results_of(args.study, args)
+    _, _, runs, tags, trials = results_of(args.study, args)
     if runs.is_empty() or not (runs["status"] == "FINISHED").any():
         print(f"\n--effect {args.effect}: no finished pilot runs of {study.name!r} to measure the seeds' spread from")
         return
     args.metric = args.metric or table.report_metric(runs)
     check_metric(runs, args.metric)
-    info = table.study_info(study.name, runs, study, tags, args.base)
+    info = table.study_info(study.name, runs, study, tags, args.base, trials=trials)
     print()
     print("\n".join(report.seeds_lines(table.study_table(runs, info, args.metric), info, args.metric, args.effect)))

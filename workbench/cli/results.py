@@ -26,17 +26,18 @@ def command(args: argparse.Namespace) -> int:
     if len(args.study) > 2:
         raise SpecError(f"wb results takes one study, or two to compare; got {len(args.study)}")
     loaded = [results_of(target, args) for target in args.study]
-    for name, _, runs, _ in loaded:
+    for name, _, runs, _, _ in loaded:
         if runs.is_empty():  # nothing there to read: an error of what was asked, code 2 as in `wb status`
             raise SpecError(no_trials(name, args))
     # The test split's perplexity where every study's runs record it (docs/trials-and-data.md, "Three splits").
-    args.metric = args.metric or min(table.report_metric(runs) for _, _, runs, _ in loaded)
-    for _, _, runs, _ in loaded:
+    args.metric = args.metric or min(table.report_metric(runs) for _, _, runs, _, _ in loaded)
+    for _, _, runs, _, _ in loaded:
         check_metric(runs, args.metric)
     if len(loaded) == 2:
         return compare(args, loaded)
-    name, study, runs, tags = loaded[0]
-    info = table.study_info(name, runs, study, tags, args.base)
+    # The study file's trials, expanded once (results_of) for the table, the fairness report and the stale check.
+    name, study, runs, tags, trials = loaded[0]
+    info = table.study_info(name, runs, study, tags, args.base, trials=trials)
     rows = table.study_table(runs, info, args.metric)
     about = {"study": name, "metric": args.metric, "metric_split": table.split_note(runs, args.metric),
              "small_test_sets": table.small_test_sets(runs), "base": info.base, "base_from": info.base_from,
@@ -51,8 +52,8 @@ def command(args: argparse.Namespace) -> int:
         about["effects"] = effects(rows, info.axis)
     elif info.design_kind == "grid" and info.grid_axes:
         about["effects"] = grid_effects(runs, info.grid_axes, args.metric)
-    about["fairness"] = fairness_of(args, name, study, runs, tags)  # after the table (docs/results.md)
-    about["stale"] = stale_of(study, runs)
+    about["fairness"] = fairness_of(args, name, study, runs, tags, trials)  # after the table (docs/results.md)
+    about["stale"] = stale_of(study, runs, trials)
     # Each variant against the base item by item, on the tasks `wb eval` ran (docs/evaluation.md).
     about["downstream"] = comparisons(Path(args.workdir), runs, info.base)
     # The library versions of the study's last `wb run` (its parent run's tags version.<name>).
@@ -90,15 +91,16 @@ def plan_of(study, tags: dict):
     return SeedPlan.model_validate_json(tags["seed_plan"]) if tags.get("seed_plan") else None
 
 
-def stale_of(study, runs) -> dict[str, tuple[str, str]]:
+def stale_of(study, runs, trials: list | None = None) -> dict[str, tuple[str, str]]:
     """spec hash -> (row, why) of each finished trial of the study file whose components' sources
-    changed since it ran; {} without the file (the components are the file's) or the digests."""
+    changed since it ran; {} without the file (the components are the file's) or the digests.
+    ``trials``: the file's, expanded (expanded here where not given)."""
     if study is None or runs.is_empty() or "components_source" not in runs.columns:
         return {}
     done = runs.filter(runs["status"] == "FINISHED")
     recorded = dict(zip(done["spec_hash"].to_list(), done["components_source"].to_list()))
     out = {}
-    for t in expand(study):
+    for t in expand(study) if trials is None else trials:
         why = sources.stale(t.spec.model.components(), recorded.get(t.spec_hash))
         if why:
             out[t.spec_hash] = (t.row, why)
@@ -107,8 +109,9 @@ def stale_of(study, runs) -> dict[str, tuple[str, str]]:
 
 def compare(args: argparse.Namespace, loaded) -> int:
     # Each study's rows as its own table reads them: a tune-then-confirm study's confirmation rows included.
-    (a, values_a), (b, values_b) = [(name, table.row_seed_values(runs, table.study_info(name, runs, study, tags), args.metric))
-                                    for name, study, runs, tags in loaded]
+    (a, values_a), (b, values_b) = [(name, table.row_seed_values(runs, table.study_info(name, runs, study, tags, trials=trials),
+                                                                  args.metric))
+                                    for name, study, runs, tags, trials in loaded]
     frame = report.compare_studies(values_a, values_b)
     if frame.is_empty():
         print(f"studies {a!r} and {b!r} share no row (variant and searched values, or a confirmation row) with finished seeds", file=sys.stderr)
@@ -126,10 +129,11 @@ def compare(args: argparse.Namespace, loaded) -> int:
     return 0
 
 
-def fairness_of(args: argparse.Namespace, name: str, study, runs, tags: dict) -> dict:
-    """The fairness report: from the study file where given, else from the store's runs alone."""
+def fairness_of(args: argparse.Namespace, name: str, study, runs, tags: dict, trials: list | None = None) -> dict:
+    """The fairness report: from the study file (``trials``: its, expanded) where given, else from the
+    store's runs alone."""
     if study is not None:
-        return fairness.of_study(study, tags, runs)
+        return fairness.of_study(study, tags, runs, trials=trials)
     store = results.read_store(Path(args.workdir), name, None, args.tracking_uri)
     return fairness.of_runs(results.all_runs(store, name), tags) if store else {"rows": [], "flags": []}
 

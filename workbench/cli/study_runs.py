@@ -19,21 +19,24 @@ from foxwb.workbench.train import layout
 
 
 def results_of(target: str, args: argparse.Namespace):
-    """(name, study spec or None, runs frame, parent run's tags) of a study file or name; reading
-    creates nothing in the store. A file whose trials name a component kind no package installed
-    here registers (a plug-in's) is read as its name is: from the store, the kinds by the names its
-    runs recorded, with a note; reading needs none of the study's plug-ins."""
+    """(name, study spec or None, runs frame, parent run's tags, the file's expanded trials or None)
+    of a study file or name; reading creates nothing in the store. The trials are expanded once, here,
+    for the readers of the file to share (None without the file, or without a store: nothing to read).
+    A file whose trials name a component kind no package installed here registers (a plug-in's) is
+    read as its name is: from the store, the kinds by the names its runs recorded, with a note;
+    reading needs none of the study's plug-ins."""
     study = study_file(target, args)
     name = study.name if study else target
     experiment = study.experiment if study else None
     study = readable(study, target, "table", f"wb results {name}")
     store = results.read_store(Path(args.workdir), name, experiment, args.tracking_uri)
     if store is None:
-        return name, study, pl.DataFrame(), {}
+        return name, study, pl.DataFrame(), {}, None
     parent = results.study_parent(store, name)
     tracked = results.all_runs(store, name)
     runs = results.trial_runs(Path(args.workdir), name, runs=tracked)
     runs = results.with_test_documents(store, runs, tracked)  # for the claims' seed x document interval
+    trials = None
     if study is not None:
         trials = expand(study)
         foreign = _not_planned(study, trials, runs)
@@ -45,7 +48,7 @@ def results_of(target: str, args: argparse.Namespace):
         for old, new in renamed.items():
             print(f"note: the runs recorded as {old!r} are the trials {target} now names {new!r} (the same "
                   "spec hashes); they are shown under the file's name", file=sys.stderr)
-    return name, study, runs, (parent.data.tags if parent else {})
+    return name, study, runs, (parent.data.tags if parent else {}), trials
 
 
 def study_file(target: str, args: argparse.Namespace):

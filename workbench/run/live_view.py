@@ -8,7 +8,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from foxwb.workbench.train.progress_line import PLAIN_EVERY_S
+# The ETA is `wb train`'s (its progress line's): one rate, the same figures in `wb run` and `wb status`.
+from foxwb.workbench.train.progress_line import PLAIN_EVERY_S, eta_s
 
 # How often a running trial sends its tokens and loss to the driver (and so to the tracking
 # store) between validations; `wb run --progress-seconds`.
@@ -18,18 +19,6 @@ REPORT_EVERY_S = 10.0
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``1 trial``, ``2 trials`` (``plural``: where adding an s is wrong)."""
     return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
-
-
-def eta_s(total: int, origin: tuple[float, int] | None, last: tuple[float, int], now: float) -> float | None:
-    """Seconds until a trial has trained ``total`` tokens, at the rate from ``origin`` to ``last``
-    (each (time, tokens)), less the time since ``last``: None while there is no rate yet. Both
-    `wb run` and `wb status` use it with the trial's first step as the origin (its first after a
-    resume): the rate leaves out loading and compiling, which all come before that step ends, and
-    there is none until a later step has been reported."""
-    if origin is None or last[1] <= origin[1] or last[0] <= origin[0]:
-        return None
-    rate = (last[1] - origin[1]) / (last[0] - origin[0])
-    return max(0.0, (total - last[1]) / rate - max(0.0, now - last[0]))
 
 
 def format_eta(seconds: float | None) -> str:

@@ -85,17 +85,12 @@ class Outcome:
 
     @property
     def label(self) -> str:
-        """The trial's full name in the lines (trial_label)."""
-        return trial_label(self.trial)
+        """The trial's full name in the lines, its MLflow run's name too (tracking.run_name)."""
+        return run_name(self.trial)
 
 
 def _say(line: str) -> None:
     progress.say(line)  # above the running trials' progress lines (foxwb.workbench.run.live_view)
-
-
-def trial_label(trial: Trial) -> str:
-    """The full name of a trial: variant, searched values, seed (its MLflow run's name too)."""
-    return run_name(trial)
 
 
 def no_gpu_here(study: StudySpec) -> bool:

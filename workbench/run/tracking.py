@@ -305,7 +305,7 @@ class Store:
 
 
 def run_name(trial) -> str:
-    """A trial's full name, its MLflow run's and `wb run`'s lines' (foxwb.workbench.run.runner.trial_label):
+    """A trial's full name, its MLflow run's and `wb run`'s lines' (foxwb.workbench.run.runner.Outcome.label):
     variant, searched values, seed, so that two points of a search do not share one name."""
     return f"{trial.row} / seed {trial.seed}"
 

@@ -95,12 +95,34 @@ def _strip(annotation):
     return annotation
 
 
-def _kinds_of(member) -> tuple:
-    """The tags a union member answers to: the values of its ``kind`` Literal."""
-    field = getattr(member, "model_fields", {}).get("kind")
+def _kinds_of(member, discriminator: str = "kind") -> tuple:
+    """The tags a union member answers to: the values of its ``kind`` (``discriminator``) Literal."""
+    field = getattr(member, "model_fields", {}).get(discriminator)
     if field is None:
         return ()
     return typing.get_args(field.annotation) if typing.get_origin(field.annotation) is typing.Literal else (field.default,)
+
+
+def _discriminated(model: type[BaseModel] | None, data: Any, loc: tuple) -> tuple[str, list[str]] | None:
+    """(the field that picks the member, the tags the members answer to, in the union's order) of
+    the discriminated union (design, data) that an error's ``loc`` points at, read from the model's
+    field (``Field(discriminator="kind")``) and the members' Literals; None where ``loc`` is not
+    a model's field with a discriminator."""
+    if model is None or not loc:
+        return None
+    node, value = model, data
+    for part in loc[:-1]:
+        node, value = _descend(node, value, part)
+        if node is None:
+            return None
+    node = _strip(node)
+    if not (isinstance(node, type) and issubclass(node, BaseModel) and loc[-1] in node.model_fields):
+        return None
+    field = node.model_fields[loc[-1]]
+    if not isinstance(field.discriminator, str):
+        return None
+    members = [_strip(m) for m in typing.get_args(_strip(field.annotation)) if m is not type(None)]
+    return field.discriminator, [str(tag) for m in members for tag in _kinds_of(m, field.discriminator)]
 
 
 def _descend(node, value, part):
@@ -169,12 +191,13 @@ def format_validation_error(err: ValidationError, source: str = "", model: type[
             if not hint and len(e["loc"]) > 1 and e["loc"][-1] in model.model_fields:  # a key one level too deep
                 hint = f"; {e['loc'][-1]!r} belongs at the top level of the file"
         loc, note = _as_written(model, data, tuple(e["loc"])), ""
-        if e["type"] == "union_tag_invalid":  # a kind no member of a union (design, data) has
-            ctx = e.get("ctx", {})
-            allowed = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip(" '")]
-            loc = (*loc, ctx.get("discriminator", "'kind'").strip("'"))
-            msg, shown = f"unknown kind {ctx.get('tag')!r}; kinds: {', '.join(allowed)}", ""
-            hint = did_you_mean(str(ctx.get("tag")), allowed)
+        union = _discriminated(model, data, tuple(e["loc"])) if e["type"] == "union_tag_invalid" else None
+        if union is not None:  # a kind no member of a union (design, data) has
+            discriminator, allowed = union
+            tag = e.get("ctx", {}).get("tag")
+            loc = (*loc, discriminator)
+            msg, shown = f"unknown kind {tag!r}; kinds: {', '.join(allowed)}", ""
+            hint = did_you_mean(str(tag), allowed)
         if e["type"] == "value_error":
             loc, note, msg = _field_in_message(loc, msg)
         note = note or _row_name(data, loc)

@@ -1,5 +1,6 @@
-"""`wb train`'s progress line on stderr, and how often a plain progress line is printed off a
-terminal (`wb run`'s live view keeps the same pace). Light on purpose: the live view imports it."""
+"""`wb train`'s progress line on stderr, how often a plain progress line is printed off a terminal
+(`wb run`'s live view keeps the same pace), and the rate and ETA of a training, which `wb train`,
+`wb run` and `wb status` share. Light on purpose: the live view imports it."""
 from __future__ import annotations
 
 import sys
@@ -9,6 +10,26 @@ from pathlib import Path
 
 # Off a terminal, a running trial's progress is a plain line at most this often (`wb train` and `wb run`).
 PLAIN_EVERY_S = 30.0
+
+
+def token_rate(origin: tuple[float, int], last: tuple[float, int]) -> float | None:
+    """Tokens a second from ``origin`` to ``last`` (each (time, tokens)); None where no time has
+    passed or no tokens were trained between them."""
+    if last[1] <= origin[1] or last[0] <= origin[0]:
+        return None
+    return (last[1] - origin[1]) / (last[0] - origin[0])
+
+
+def eta_s(total: int, origin: tuple[float, int] | None, last: tuple[float, int], now: float) -> float | None:
+    """Seconds until a trial has trained ``total`` tokens, at the rate from ``origin`` to ``last``
+    (each (time, tokens)), less the time since ``last``: None while there is no rate yet. `wb train`,
+    `wb run` and `wb status` use it with the trial's first step as the origin (its first after a
+    resume): the rate leaves out loading and compiling, which all come before that step ends, and
+    there is none until a later step has been reported."""
+    rate = None if origin is None else token_rate(origin, last)
+    if rate is None:
+        return None
+    return max(0.0, (total - last[1]) / rate - max(0.0, now - last[0]))
 
 
 class Progress:
@@ -58,9 +79,8 @@ class Progress:
         if not due:
             return
         self.last = now
-        seconds, done = now - self.origin[0], tokens - self.origin[1]
-        rate = done / seconds if seconds > 0 and done > 0 else None
-        eta = "0s" if tokens >= self.total else f"{(self.total - tokens) / rate:.0f}s" if rate else "estimating..."
+        rate, left = token_rate(self.origin, (now, tokens)), eta_s(self.total, self.origin, (now, tokens), now)
+        eta = "0s" if tokens >= self.total else f"{left:.0f}s" if left is not None else "estimating..."
         speed = f"{rate:,.0f} tok/s" if rate else "? tok/s"
         val = f"  val {metrics['val_loss']:.3f}" if "val_loss" in metrics else ""
         line = (f"  step {metrics['step']}  {tokens:,}/{self.total:,} tokens  loss {metrics['train_loss']:.3f}{val}"

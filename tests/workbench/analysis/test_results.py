@@ -141,6 +141,31 @@ def test_a_name_that_trains_as_another_variant_has_its_confirmation_row():
     assert abs(table["y"]["mean"] - 3.05) < 1e-12 and table["y"]["comparison"] == "vs base"
 
 
+def test_before_the_choice_the_search_rows_stand_apart_in_the_text_table_as_on_the_dashboard():
+    """Tune, then confirm, the search run and nothing chosen yet (no ``chosen`` values): the text
+    table splits its rows on their stage as the dashboard's table and the Holm families do, the
+    confirmation rows (still to run) the table, the search rows apart below it."""
+    import polars as pl
+
+    from foxwb.dashboards.figures import ablation_table
+    from foxwb.workbench.analysis.report import table_lines
+    from foxwb.workbench.analysis.table import StudyInfo, study_table
+
+    runs = [{"variant": v, "seed": 0, "search_point": p, "alias_of": None,
+             "val_loss": 3.0 + (0.1 if v == "x" else 0.0) + (0.5 if p == "lr=0.001" else 0.0)}
+            for v in ("base", "x") for p in ("lr=0.001", "lr=0.01")]
+    info = StudyInfo("s", "base", ["base", "x"], seeds=[0], planned=[("base", ""), ("x", "")], confirm_seeds=[1, 2])
+    table = study_table(pl.DataFrame(runs), info, "val_loss")
+    assert table["chosen"].drop_nulls().len() == 0
+    lines = table_lines(table, info, "val_loss")
+    title = next(i for i, line in enumerate(lines) if line.startswith("search, beside the table"))
+    above, below = lines[:title], lines[title:]
+    assert [line.split()[0] for line in above if line.startswith(("base", "x"))] == ["base", "x"]
+    assert [line.split("  ")[0] for line in below if line.startswith(("base", "x"))] == [
+        "base [lr=0.001]", "base [lr=0.01]", "x [lr=0.001]", "x [lr=0.01]"]
+    assert "Search, beside the table" in ablation_table(table, info)
+
+
 def test_rows_on_seeds_of_their_own_are_counted_and_powered_on_those():
     """A variants design's row on its own seeds: 'k/n!' counts against its seeds, not the
     study's, and the power analysis's 'power now' is over the seeds it shares with its base."""

@@ -4,8 +4,7 @@ experiment tagged as MLflow 3's classic ML kind, so that the UI opens on its run
 an empty GenAI overview."""
 from mlflow.tracking import MlflowClient
 
-from foxwb.workbench.run.runner import trial_label
-from foxwb.workbench.run.tracking import EXPERIMENT_KIND, Store, create_local_store, local_tracking_uri, open_store
+from foxwb.workbench.run.tracking import EXPERIMENT_KIND, Store, create_local_store, local_tracking_uri, open_store, run_name
 from foxwb.workbench.spec.errors import validate
 from foxwb.workbench.spec.study import StudySpec, expand
 from tests.workbench.run.test_confirm import store as confirmed_store
@@ -34,7 +33,7 @@ def test_a_searched_studys_runs_are_named_as_wb_run_names_them_one_name_each(ran
 
 def test_the_run_name_is_the_trials_label_in_wb_runs_lines(tmp_path):
     """A grid search of two learning rates on one variant and seed: "FoX (Pro) / seed 1" twice
-    before; now each name carries its point, as trial_label (the lines of `wb run`) does."""
+    before; now each name carries its point, as run_name (the lines of `wb run` too) does."""
     study = {"name": "grid", "base": BASE, "seeds": [1], "design": {"kind": "variants", "variants": [{"name": "FoX (Pro)"}]},
              "search": {"algorithm": "grid", "space": {"train.lr": {"choice": [0.001, 0.003]}}}}
     trials = expand(validate(StudySpec, study))
@@ -43,7 +42,7 @@ def test_the_run_name_is_the_trials_label_in_wb_runs_lines(tmp_path):
     parent = store.study_run("grid", "", "test")
     runs = [store.start_trial(parent, "grid", t, "test") for t in trials]
     names = [store.client.get_run(r).data.tags["mlflow.runName"] for r in runs]
-    assert names == [trial_label(t) for t in trials] == ["FoX (Pro) [lr=0.001] / seed 1", "FoX (Pro) [lr=0.003] / seed 1"]
+    assert names == [run_name(t) for t in trials] == ["FoX (Pro) [lr=0.001] / seed 1", "FoX (Pro) [lr=0.003] / seed 1"]
 
 
 def test_an_experiment_is_tagged_when_made_and_an_older_one_when_written(tmp_path):

@@ -163,6 +163,22 @@ def test_a_misspelt_key_gets_the_closest_field_and_no_error_about_defaults():
     assert "n_heads=12 (the default) does not divide d_model=32" in str(err.value)
 
 
+def test_an_unknown_kind_of_a_design_or_data_names_the_kinds_its_union_has():
+    """A design's or a data section's kind that none of its union's members has: the kinds listed in
+    the union's order (read from the models), with the closest one."""
+    from foxwb.workbench.spec.trial import TrialSpec
+    from foxwb.workbench.spec.study import StudySpec
+
+    with pytest.raises(SpecError) as err:
+        validate(StudySpec, {"name": "s", "seeds": [0], "design": {"kind": "grd", "axes": {}}}, "study.yaml")
+    assert str(err.value) == ("study.yaml: 1 problem\n  design.kind: unknown kind 'grd'; kinds: grid, ablation, "
+                              "cumulative, variants, scaling, crossed; did you mean 'grid'?")
+    with pytest.raises(SpecError) as err:
+        validate(TrialSpec, {"data": {"kind": "mqr", "context": 32}}, "trial.yaml")
+    assert str(err.value) == ("trial.yaml: 1 problem\n  data.kind: unknown kind 'mqr'; kinds: builtin, text, tokens, "
+                              "mqar, hf_dataset, table, shards; did you mean 'mqar'?")
+
+
 def test_a_third_party_package_adds_a_kind_through_the_entry_point(tmp_path):
     # A real installed distribution (a .dist-info with entry_points.txt on sys.path), loaded by
     # importlib.metadata in a fresh interpreter, exactly as pip would install one.
