@@ -34,7 +34,7 @@ import common
 import tune
 from foxwb.kernels.attention import pruning
 from foxwb.kernels.attention.configs import default_config
-from foxwb.kernels.attention.launch import gate_cumsum, use_tma
+from foxwb.kernels.attention.launch import fwd_tiles, gate_cumsum, use_tma
 from foxwb.kernels.attention.naive import forgetting_attention_grads_chunked
 from foxwb.kernels.attention.op import forgetting_attention_triton
 
@@ -45,11 +45,10 @@ PRUNED = "ours, ACP"
 def kept_fraction(q, k, log_f) -> float:
     """Share of the causal key positions our pruned forward visits on these inputs."""
     D, T = q.shape[-1], q.shape[1]
-    cfg = default_config(D, T, use_tma(q, k))
+    m, n = fwd_tiles(q, k, k, default_config(D, T, use_tma(q, k)))  # the forward's tiles, Gluon or Triton
     with torch.no_grad():
-        starts = pruning.key_starts(gate_cumsum(log_f), pruning.threshold(q, k, D**-0.5, LOG_EPS),
-                                    cfg.fwd.block_m, cfg.fwd.block_n)
-    return pruning.kept_fraction(starts, T, cfg.fwd.block_m)
+        starts = pruning.key_starts(gate_cumsum(log_f), pruning.threshold(q, k, D**-0.5, LOG_EPS), m, n)
+    return pruning.kept_fraction(starts, T, m)
 
 
 def peer_kernels(peers: Path) -> dict:

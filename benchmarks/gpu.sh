@@ -5,6 +5,7 @@
 #
 #   bash benchmarks/gpu.sh tests       # the GPU tests, the QKV and loss kernels' on CUDA (~3 min)
 #   bash benchmarks/gpu.sh kernels     # attention beside its peers (.peers/), QKV, loss (~5 min)
+#   bash benchmarks/gpu.sh gluon       # the Gluon forward beside the Triton one, cuDNN, FA2 (~4 min, sm_90)
 #   bash benchmarks/gpu.sh trials      # 125M FoX (Pro) and Transformer (LLaMA), twice   (~6 min)
 #   bash benchmarks/gpu.sh packing     # studies/packing.yaml packed 4 to the GPU and 1 to a GPU (~3 min)
 #   bash benchmarks/gpu.sh stability   # experiments/stability_gate_bias/stability.yaml (docs/stability.md), ~12 min: for
@@ -54,6 +55,9 @@ for part in "${parts[@]}"; do
       head -4 "$OUT/qkv_prep.log"
       timeout 120 python3 benchmarks/loss.py --out "$OUT/loss.json" > "$OUT/loss.log" 2>&1 || status=1
       head -4 "$OUT/loss.log" ;;
+    gluon)
+      timeout 400 python3 benchmarks/gluon.py --out "$OUT/gluon.json" > "$OUT/gluon.log" 2>&1 || status=1
+      grep -E "^(time|ab|matmul) " "$OUT/gluon.log" | cut -c1-400 ;;
     trials)
       timeout 560 python3 benchmarks/train_throughput.py --repeats 2 --out "$OUT/train_throughput.json" \
         > "$OUT/train_throughput.log" 2>&1 || status=1

@@ -55,6 +55,39 @@ INTERPRETER_CONFIG = KernelConfig(TileConfig(32, 16, 4, 1), TileConfig(16, 32, 4
 FP32_CONFIG = KernelConfig(TileConfig(32, 32, 4, 2), TileConfig(32, 32, 4, 2), TileConfig(32, 32, 4, 2))
 
 
+@dataclass(frozen=True)
+class GluonTiles:
+    """Tiles of the warp-specialised Gluon forward (gluon_fwd.py): ``num_warps`` is the compute
+    partition's (the load partition adds one warp), ``stages`` the K/V ring's slots, ``ahead`` the
+    key tiles below the diagonal pipelined, ``maxnreg`` the registers per thread the launch allows
+    (0: the compiler's choice; fewer let two programs share an SM)."""
+    block_m: int
+    block_n: int
+    num_warps: int
+    stages: int
+    ahead: bool
+    maxnreg: int = 0
+
+
+# The Gluon forward per head-dim bucket: (longest sequence it serves, tiles, whether it is the
+# forward by default there on sm_90, else our Triton forward is), in increasing length; measured on
+# the H100 (docs/kernels.md, "Gluon on Hopper").
+GLUON_FWD_TILES: dict[int, tuple[tuple[int, GluonTiles, bool], ...]] = {
+    64: ((1 << 62, GluonTiles(64, 128, 4, 3, True, 128), False),),
+    # Up to 8k tokens the Gluon forward is 3-7% faster than the Triton one at head dim 128 (replayed
+    # from CUDA graphs); at 16k the Triton one is as fast, and at head dim 64 6-10% faster.
+    128: ((8192, GluonTiles(64, 64, 4, 3, True, 128), True), (1 << 62, GluonTiles(128, 128, 8, 2, False), False)),
+}
+
+
+def gluon_choice(head_dim: int, seq_len: int) -> tuple[GluonTiles, bool]:
+    """The Gluon forward's tiles for this head dim and length, and whether it runs there by default."""
+    for longest, tiles, chosen in GLUON_FWD_TILES[64 if head_dim <= 64 else 128]:
+        if seq_len <= longest:
+            return tiles, chosen
+    return tiles, chosen
+
+
 def default_config(head_dim: int, seq_len: int, tma: bool = True, dtype: torch.dtype = torch.bfloat16) -> KernelConfig:
     """The measured tiles for this head dim and length, for TMA or pointer loads."""
     if runtime.INTERPRET:

@@ -13,13 +13,14 @@ says so, through tiles of pointers. Each path has its own tile table (configs.py
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 import triton
 
 from foxwb.kernels import runtime
-from foxwb.kernels.attention.configs import KernelConfig
+from foxwb.kernels.attention.configs import KernelConfig, gluon_choice
 from foxwb.kernels.attention.triton_bwd import dkdv_kernel, dq_kernel
 from foxwb.kernels.attention.triton_fwd import fwd_kernel
 from foxwb.kernels.attention.triton_pruning import norm_max_kernel, tile_bounds_kernel
@@ -29,6 +30,10 @@ from foxwb.kernels.attention.triton_scan import scan_kernel
 # the layout allows (use_tma); True = wherever the layout allows, the interpreter included (the
 # tests run both paths on CPU); False = never.
 TMA_LOADS: bool | None = None
+# The forward through the warp-specialised Gluon kernel (gluon_fwd.py) where the TMA path applies
+# to bf16/fp16 inputs on a GPU and Triton has Gluon: None = on sm_90 (Hopper) where its table
+# (configs.GLUON_FWD_TILES) found it faster; True = wherever it can run; False = never.
+GLUON_FWD: bool | None = None
 
 
 def _row_stride(x: torch.Tensor) -> int:
@@ -53,6 +58,35 @@ def use_tma(*tensors: torch.Tensor) -> bool:
     if TMA_LOADS is None and not (tensors[0].is_cuda and not runtime.INTERPRET and runtime.sm90(tensors[0].device)):
         return False
     return all(_tma_layout_ok(t) for t in tensors)
+
+
+@functools.lru_cache(maxsize=None)
+def _gluon_importable() -> bool:
+    try:
+        from foxwb.kernels.attention import gluon_fwd  # noqa: F401  late: Gluon is experimental; Triton may lack it
+    except Exception:  # noqa: BLE001  any failure to build the module means: not this Triton
+        return False
+    return True
+
+
+def use_gluon(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether the forward on these (B, T, H, D) tensors runs the Gluon kernel (GLUON_FWD)."""
+    if GLUON_FWD is False or runtime.INTERPRET or not q.is_cuda or q.dtype == torch.float32:
+        return False
+    if not use_tma(q, k, v):
+        return False
+    if GLUON_FWD is None and not (torch.cuda.get_device_capability(q.device) == (9, 0)
+                                  and gluon_choice(q.shape[-1], q.shape[1])[1]):
+        return False
+    return _gluon_importable()
+
+
+def fwd_tiles(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: KernelConfig) -> tuple[int, int]:
+    """(block_m, block_n) of the forward that runs on these inputs: the pruning plan's tiles."""
+    if use_gluon(q, k, v):
+        t, _ = gluon_choice(q.shape[-1], q.shape[1])
+        return t.block_m, t.block_n
+    return cfg.fwd.block_m, cfg.fwd.block_n
 
 
 def _tma_launch(*tensors: torch.Tensor) -> bool:
@@ -112,6 +146,9 @@ def forward(q, k, v, c, sm_scale, cfg: KernelConfig, starts: torch.Tensor | None
     o = runtime.empty(q)
     lse = runtime.empty(q, (B * H, T), torch.float32)
     has_gate = c is not None
+    if use_gluon(q, k, v):
+        _forward_gluon(q, k, v, c, o, lse, sm_scale, starts)
+        return o, lse
     tma = _tma_launch(q, k, v)
     m, n = cfg.fwd.block_m, cfg.fwd.block_n
     fwd_kernel[(triton.cdiv(T, m), B * H)](
@@ -122,6 +159,31 @@ def forward(q, k, v, c, sm_scale, cfg: KernelConfig, starts: torch.Tensor | None
         TMA=tma, **_launch_params(q),
     )
     return o, lse
+
+
+def _forward_gluon(q, k, v, c, o, lse, sm_scale, starts) -> None:
+    """forward() through gluon_fwd.gluon_fwd_kernel: q, k, v as Gluon TMA descriptors of their
+    (B * T, H * D) views."""
+    # Late: Gluon is experimental and imported only where use_gluon found it and chose it.
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    from foxwb.kernels.attention.gluon_fwd import gluon_fwd_kernel
+
+    B, T, H, D = q.shape
+    t, _ = gluon_choice(D, T)
+    runtime.bind_context(q.device)
+    dtype = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
+
+    def desc(x, rows):
+        layout = gl.NVMMASharedLayout.get_default_for([rows, D], dtype)
+        return TensorDescriptor(x, [B * T, H * D], [_row_stride(x), 1], [rows, D], layout)
+
+    gluon_fwd_kernel[(triton.cdiv(T, t.block_m), B * H)](
+        desc(q, t.block_m), desc(k, t.block_n), desc(v, t.block_n), lse if c is None else c, o, lse,
+        lse if starts is None else starts, *_strides4(o), T, H, sm_scale,
+        HAS_GATE=c is not None, PRUNE=starts is not None, AHEAD=t.ahead, STAGES=t.stages, num_warps=t.num_warps,
+        **({"maxnreg": t.maxnreg} if t.maxnreg else {}),
+    )
 
 
 _ROWS_PER_PROGRAM = 256  # rows of q and k per program of norm_max_kernel (docs/kernels.md, "Pruning")
@@ -145,7 +207,7 @@ def tile_bounds(c, delta, starts_tile=None, stops_tile=None, maxima=None, sm_sca
     return starts, stops
 
 
-def prune_forward(q, k, c, sm_scale, log_eps: float, cfg: KernelConfig):
+def prune_forward(q, k, v, c, sm_scale, log_eps: float, cfg: KernelConfig):
     """-> delta (B * H,) fp32 (pruning.py's threshold) and the forward's key starts."""
     B, T, H, D = q.shape
     maxima = torch.zeros(B * H, 2, device=q.device, dtype=torch.float32)
@@ -154,7 +216,7 @@ def prune_forward(q, k, c, sm_scale, log_eps: float, cfg: KernelConfig):
         BLOCK_T=64, ROWS=_ROWS_PER_PROGRAM, num_warps=4,
     )
     delta = torch.empty(B * H, device=q.device, dtype=torch.float32)
-    starts, _ = tile_bounds(c, delta, (cfg.fwd.block_m, cfg.fwd.block_n), None, maxima, sm_scale, log_eps)
+    starts, _ = tile_bounds(c, delta, fwd_tiles(q, k, v, cfg), None, maxima, sm_scale, log_eps)
     return delta, starts
 
 
@@ -163,7 +225,7 @@ def forward_gated(q, k, v, log_f, sm_scale, cfg: KernelConfig, log_eps: float | 
     threshold delta (B * H,) (None without pruning)."""
     c = None if log_f is None else gate_cumsum(log_f)
     # Pruning needs a gate to decay by; without one (or without a tolerance) nothing is skipped.
-    delta, starts = prune_forward(q, k, c, sm_scale, log_eps, cfg) if (c is not None and log_eps is not None) else (None, None)
+    delta, starts = prune_forward(q, k, v, c, sm_scale, log_eps, cfg) if (c is not None and log_eps is not None) else (None, None)
     return (*forward(q, k, v, c, sm_scale, cfg, starts), c, delta)
 
 

@@ -180,11 +180,11 @@ def test_kept_pairs_counts_the_causal_pairs_above_the_threshold():
 def test_triton_plan_equals_the_torch_reference(T):
     """kernels/attention/triton_pruning.py, what the kernels use: delta as threshold() computes it, and the
     same tile bounds as key_starts() and query_stops() for the tiles of each kernel."""
-    q, k, _, log_f = inputs(T, 16, torch.float16, -0.7, seed=T)
+    q, k, v, log_f = inputs(T, 16, torch.float16, -0.7, seed=T)
     q = q * torch.linspace(0.5, 2.0, H, device=DEVICE)[:, None]  # heads of different norms
     c = launch.gate_cumsum(log_f)
     cfg = configs.KernelConfig(configs.TileConfig(32, 16, 4, 1), configs.TileConfig(64, 32, 4, 1), configs.TileConfig(16, 64, 4, 1))
-    delta, starts = launch.prune_forward(q, k, c, D**-0.5, LOG_EPS, cfg)
+    delta, starts = launch.prune_forward(q, k, v, c, D**-0.5, LOG_EPS, cfg)
     want = pruning.threshold(q, k, D**-0.5, LOG_EPS)
     assert torch.allclose(delta, want, rtol=1e-5, atol=1e-5), (delta, want)
     assert torch.equal(starts, pruning.key_starts(c, delta, 32, 16))
