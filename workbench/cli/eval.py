@@ -25,8 +25,12 @@ def command(args: argparse.Namespace) -> int:
     from foxwb.workbench.downstream.harness import run_tasks
     from foxwb.workbench.downstream.trial_folder import open_trial
 
+    from foxwb.workbench.downstream.items import EVAL_DIR, replacing
+
     trial = open_trial(Path(args.target), args.device)
     print(f"trial {trial.spec_hash} ({trial.folder}) on {trial.device}", file=sys.stderr)
+    for line in replacing(trial.folder / EVAL_DIR, names, args.limit):
+        print(line, file=sys.stderr)
     show(run_tasks(trial, names, tasks_dir, args.limit, args.batch_size), trial.folder)
     return 0
 
@@ -62,6 +66,8 @@ def study(args: argparse.Namespace, names: list[str], tasks_dir) -> int:
             if not todo:
                 print(f"{label}: already evaluated on {', '.join(names)}", file=sys.stderr)
                 continue
+            for line in downstream.items.replacing(trial.folder / downstream.EVAL_DIR, todo, args.limit):
+                print(f"{label}: {line}", file=sys.stderr)
             summaries = downstream.evaluate_and_log(trial, todo, tasks_dir, args.limit, args.batch_size, args.device)
             show(summaries, trial.folder, prefix=f"{label}  ")
             done += 1

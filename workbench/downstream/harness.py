@@ -38,7 +38,8 @@ def task_manager(names: list[str], include: list[Path]):
     manager = TaskManager(include_path=paths or None, include_defaults=True)
     for name in names:
         if name not in manager.all_tasks:
-            close = difflib.get_close_matches(name, manager.all_tasks, n=3)
+            # The shipped task is known by name even where it was not included (not asked for).
+            close = difflib.get_close_matches(name, [*manager.all_tasks, local_task.TASK], n=3)
             hint = f"; close: {', '.join(close)}" if close else ""
             raise SpecError(f"--task {name!r}: no such lm-eval task among {local_task.TASK}, --tasks-dir "
                             f"{include[-1] if include else '(none)'} and lm-eval's own{hint}")

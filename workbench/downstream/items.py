@@ -76,3 +76,24 @@ def write(folder: Path, task: str, records: list[dict], summary: dict) -> None:
 
 def read_items(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def recorded_limit(folder: Path, task: str) -> tuple[bool, int | None]:
+    """(whether ``task`` has a metrics file in the eval folder ``folder``, the --limit it was
+    evaluated at)."""
+    _, metrics = paths(folder, task)
+    if not metrics.is_file():
+        return False, None
+    return True, json.loads(metrics.read_text()).get("limit")
+
+
+def replacing(folder: Path, names: list[str], limit: int | None) -> list[str]:
+    """A sentence for each task of ``names`` evaluated at another --limit, whose files in the eval
+    folder ``folder`` this evaluation replaces."""
+    said = []
+    for task in names:
+        done, was = recorded_limit(folder, task)
+        if done and was != limit:
+            said.append(f"{task}: replacing its evaluation at --limit {was if was is not None else '(none)'} "
+                        f"with this one at --limit {limit if limit is not None else '(none)'}")
+    return said

@@ -59,8 +59,7 @@ def holding(workdir: Path, study: str, experiment: str | None, tracking_uri: str
 
 def evaluated(folder: Path, task: str, limit: int | None) -> bool:
     """Whether ``task`` was evaluated on the trial at ``folder`` with this ``limit``."""
-    _, metrics = items.paths(folder / EVAL_DIR, task)
-    return metrics.is_file() and json.loads(metrics.read_text()).get("limit") == limit
+    return items.recorded_limit(folder / EVAL_DIR, task) == (True, limit)
 
 
 def log_to_run(trial: StudyTrial, summaries: dict[str, dict]) -> None:

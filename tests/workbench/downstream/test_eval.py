@@ -40,9 +40,20 @@ def test_eval_on_the_shipped_task_keeps_its_items_with_the_trial(trial):
     assert 0 <= acc <= 1 and acc == pytest.approx(sum(r["correct"] for r in records) / LIMIT)
     assert summary["metrics"]["acc_stderr"] > 0 and summary["spec_hash"] == json.loads((out / "result.json").read_text())["spec_hash"]
     assert sorted(p.name for p in (out / "eval").iterdir()) == ["wb_next_line.json", "wb_next_line.jsonl"]  # no temporary left
+    # Evaluated again at another --limit: the files are replaced, and it says so.
+    again = wb("eval", out, "--task", "wb_next_line", "--limit", 3, env=env, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"wb_next_line: replacing its evaluation at --limit {LIMIT} with this one at --limit 3" in again.stderr
+    assert json.loads((out / "eval" / "wb_next_line.json").read_text())["items"] == 3
 
 
 def test_a_folder_that_is_not_a_finished_trial_is_refused(trial, tmp_path):
     _, env = trial
     proc = wb("eval", tmp_path, "--task", "wb_next_line", env=env)
     assert proc.returncode == 2 and "not a finished trial" in proc.stderr and "result.json" in proc.stderr
+
+
+def test_a_task_name_typo_gets_the_shipped_task_among_close_names(trial):
+    out, env = trial
+    proc = wb("eval", out, "--task", "wb_next_lin", env=env, timeout=600)
+    assert proc.returncode == 2 and "--task 'wb_next_lin'" in proc.stderr and "close: wb_next_line" in proc.stderr
