@@ -63,6 +63,11 @@ def study(args: argparse.Namespace, names: list[str], tasks_dir) -> int:
         for trial in trials:
             todo = [n for n in names if not downstream.evaluated(trial.folder, n, args.limit)]
             label = f"{trial.variant} seed {trial.seed} ({trial.spec_hash})"
+            # Evaluated in its folder alone (`wb eval TRIAL`): logged now, for the study's comparisons to read.
+            unlogged = downstream.unlogged(trial, [n for n in names if n not in todo])
+            if unlogged:
+                downstream.log_evaluated(trial, unlogged)
+                print(f"{label}: its evaluation on {', '.join(unlogged)} logged to its run", file=sys.stderr)
             if not todo:
                 print(f"{label}: already evaluated on {', '.join(names)}", file=sys.stderr)
                 continue

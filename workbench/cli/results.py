@@ -15,7 +15,7 @@ from foxwb.workbench.analysis.claims import declared, study_claims
 from foxwb.workbench.analysis.effects import effects, grid_effects
 from foxwb.workbench.analysis.scaling.laws import study_fits
 from foxwb.workbench.cli.study_runs import check_metric, no_trials, results_of
-from foxwb.workbench.downstream.study import comparisons
+from foxwb.workbench.downstream.study import store_comparisons
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.study import SeedPlan, expand
 
@@ -55,7 +55,7 @@ def command(args: argparse.Namespace) -> int:
     about["fairness"] = fairness_of(args, name, study, runs, tags, trials)  # after the table (docs/results.md)
     about["stale"] = stale_of(study, runs, trials)
     # Each variant against the base item by item, on the tasks `wb eval` ran (docs/evaluation.md).
-    about["downstream"] = comparisons(Path(args.workdir), runs, info.base)
+    about["downstream"] = downstream_of(args, name, study, info.base)
     # The library versions of the study's last `wb run` (its parent run's tags version.<name>).
     about["versions"] = {k.removeprefix("version."): v for k, v in tags.items() if k.startswith("version.")}
     if args.format == "table":
@@ -127,6 +127,13 @@ def compare(args: argparse.Namespace, loaded) -> int:
     lines = report.comparison_lines(frame, a, b, args.metric, only_a, only_b)
     emit("\n".join(lines) + "\n", args.out)
     return 0
+
+
+def downstream_of(args: argparse.Namespace, name: str, study, base: str | None) -> dict:
+    """Each variant against the base on the tasks `wb eval STUDY` logged to the trials' runs, read
+    from the store as the dashboard reads them (downstream.study.store_comparisons)."""
+    store = results.read_store(Path(args.workdir), name, study.experiment if study else None, args.tracking_uri)
+    return store_comparisons(store, results.all_runs(store, name), base) if store else {}
 
 
 def fairness_of(args: argparse.Namespace, name: str, study, runs, tags: dict, trials: list | None = None) -> dict:

@@ -62,9 +62,26 @@ def evaluated(folder: Path, task: str, limit: int | None) -> bool:
     return items.recorded_limit(folder / EVAL_DIR, task) == (True, limit)
 
 
+def unlogged(trial: StudyTrial, names: list[str]) -> list[str]:
+    """The tasks of ``names`` whose per-item file is not among the trial's run's artifacts (an
+    evaluation of its folder alone, `wb eval TRIAL`): what `wb results` and the dashboard cannot see yet."""
+    if not names:
+        return []
+    # MLflow is slow to import: only when a study's trials are evaluated.
+    from mlflow.tracking import MlflowClient
+
+    logged = {Path(a.path).name for a in MlflowClient(trial.tracking_uri).list_artifacts(trial.run_id, EVAL_DIR)}
+    return [n for n in names if items.paths(Path("."), n)[0].name not in logged]
+
+
+def log_evaluated(trial: StudyTrial, names: list[str]) -> None:
+    """Log to the trial's run the evaluations of ``names`` already in its folder."""
+    log_to_run(trial, {n: json.loads(items.paths(trial.folder / EVAL_DIR, n)[1].read_text()) for n in names})
+
+
 def log_to_run(trial: StudyTrial, summaries: dict[str, dict]) -> None:
     """Each task's metrics on the trial's tracked run, and its per-item file as an artifact."""
-    # MLflow is slow to import: `wb results` reads this module's comparisons without it.
+    # MLflow is slow to import: only when logging.
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
@@ -86,23 +103,12 @@ def evaluate_and_log(trial: StudyTrial, names: list[str], tasks_dir, limit, batc
     return summaries
 
 
-def comparisons(workdir: Path, runs, base: str | None) -> dict:
-    """{task: [each variant against ``base`` (paired.compare, with ``a`` and ``b`` named)]} over the
-    per-item files in the finished trials' folders; ``runs``: the study's runs frame (variant,
-    seed, spec_hash, status). Empty where no trial was evaluated."""
-    found: dict = defaultdict(lambda: defaultdict(dict))  # task -> variant -> seed -> records
-    rows = [] if runs is None or runs.is_empty() else runs.filter(runs["status"] == "FINISHED").iter_rows(named=True)
-    for row in rows:
-        folder = layout.trial_dir(Path(workdir), row["spec_hash"]) / EVAL_DIR
-        for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
-            found[path.stem][row["variant"]][int(row["seed"])] = items.read_items(path)
-    return _compared(found, base)
-
-
 def store_comparisons(store, runs: list, base: str | None) -> dict:
-    """As comparisons, from the per-item files logged to the finished trial ``runs`` (MLflow runs)
-    of ``store``: what the dashboard reads, with no trial folder at hand."""
-    # MLflow takes seconds to import: `wb results` reads the trial folders without it.
+    """{task: [each variant against ``base`` (paired.compare, with ``a`` and ``b`` named)]} over the
+    per-item files logged to the finished trial ``runs`` (MLflow runs) of ``store`` by `wb eval
+    STUDY`: what `wb results` and the dashboard both read, as every other number of a study, with
+    no trial folder at hand. Empty where no trial was evaluated."""
+    # MLflow takes seconds to import: only when a study's comparisons are read.
     import mlflow.artifacts
 
     found: dict = defaultdict(lambda: defaultdict(dict))

@@ -70,26 +70,30 @@ def test_one_document_is_refused_with_the_advice():
         next_line_items(TEXTS[:1])
 
 
-def test_a_studys_variants_are_compared_with_the_base_from_their_trial_folders(tmp_path):
-    """What `wb results --format json` shows under "downstream": the per-item files `wb eval`
-    left in the finished trials' folders, each variant against the base."""
+def test_a_studys_variants_are_compared_with_the_base_from_the_items_logged_to_its_runs(tmp_path):
+    """What `wb results --format json` shows under "downstream" and the dashboard's table: the
+    per-item files `wb eval STUDY` logged to the finished trials' runs (a real MLflow store), each
+    variant against the base; a failed trial's are left out."""
     import json
 
-    import polars as pl
+    from foxwb.workbench.downstream.study import store_comparisons
+    from foxwb.workbench.run.tracking import Store, local_tracking_uri
+    from foxwb.workbench.train import layout
 
-    from foxwb.workbench.downstream.study import comparisons
-
-    bits = {("base", 0): [1, 0, 0, 1], ("base", 1): [0, 0, 1, 1], ("gate off", 0): [1, 1, 1, 1], ("gate off", 1): [1, 1, 1, 1]}
-    rows = []
-    for (variant, seed), correct in bits.items():
-        spec_hash = f"{variant[0]}{seed}"
-        folder = tmp_path / "trials" / spec_hash / "eval"
-        folder.mkdir(parents=True)
-        (folder / "wb_next_line.jsonl").write_text("".join(
-            json.dumps({"doc_id": i, "doc_hash": str(i), "correct": c}) + "\n" for i, c in enumerate(correct)))
-        rows.append({"variant": variant, "seed": seed, "spec_hash": spec_hash, "status": "FINISHED"})
-    rows.append({"variant": "gate off", "seed": 2, "spec_hash": "x", "status": "FAILED"})
-    (found,) = comparisons(tmp_path, pl.DataFrame(rows), "base")["wb_next_line"]
+    store = Store(local_tracking_uri(tmp_path), "items", layout.artifacts(tmp_path))
+    bits = {("base", 0, "FINISHED"): [1, 0, 0, 1], ("base", 1, "FINISHED"): [0, 0, 1, 1],
+            ("gate off", 0, "FINISHED"): [1, 1, 1, 1], ("gate off", 1, "FINISHED"): [1, 1, 1, 1],
+            ("gate off", 2, "FAILED"): [0, 0, 0, 0]}
+    for (variant, seed, status), correct in bits.items():
+        run = store.client.create_run(store.experiment_id, tags={"variant": variant, "seed": str(seed)})
+        items = tmp_path / f"{variant}-{seed}" / "wb_next_line.jsonl"
+        items.parent.mkdir()
+        items.write_text("".join(json.dumps({"doc_id": i, "doc_hash": str(i), "correct": c}) + "\n"
+                                 for i, c in enumerate(correct)))
+        store.client.log_artifact(run.info.run_id, str(items), "eval")
+        store.client.set_terminated(run.info.run_id, status)
+    runs = [store.client.get_run(r.info.run_id) for r in store.client.search_runs([store.experiment_id])]
+    (found,) = store_comparisons(store, runs, "base")["wb_next_line"]
     assert (found["a"], found["b"], found["seeds"], found["items"]) == ("gate off", "base", [0, 1], 8)
     assert (found["a_only"], found["b_only"]) == (4, 0) and found["p"] == pytest.approx(2 / 16)
-    assert comparisons(tmp_path, pl.DataFrame(rows), "absent") == {}
+    assert store_comparisons(store, runs, "absent") == {}
