@@ -36,10 +36,6 @@ def cache_root() -> Path:
     return Path(os.environ.get("WB_EVAL_CACHE") or Path.home() / ".cache" / "fox-workbench" / "eval")
 
 
-def _lines(text: str) -> list[str]:
-    return text.split("\n")
-
-
 def _askable(line: str) -> bool:
     return len(line.strip()) >= MIN_LINE_CHARS
 
@@ -66,7 +62,7 @@ def _places(docs: list[list[str]], rng) -> list[tuple[int, int]]:
 
 def next_line_items(texts: list[str], seed: int = SEED, n_items: int = ITEMS) -> list[dict]:
     """Up to ``n_items`` items (id, document, line, context, choices, label) from ``texts``."""
-    docs = [_lines(t) for t in texts]
+    docs = [t.split("\n") for t in texts]
     pool = [(d, line) for d, lines in enumerate(docs) for line in dict.fromkeys(lines) if _askable(line)]
     if len({d for d, _ in pool}) < 2:
         raise SpecError(f"task {TASK}: {len({d for d, _ in pool})} of the trial's {len(texts)} held-out document(s) have lines of "
