@@ -6,18 +6,22 @@ for each `wb results`, and a Ray of its own for each `wb run`. So:
 - the commands that only read (`results`, `status`, `info`, `dashboard` without `--serve`,
   `run --dry-run`, `--version`) run in this process through the CLI's own ``main``, its output and
   exit status taken as a process's would be;
-- `wb run` runs in a process of its own, as a user runs it, on a Ray cluster this pytest worker
-  starts once (``shared_ray``): what it tests is the study's run, not Ray's start-up, which
-  the tests of a local Ray (no ``--ray-address``) keep testing in their own Ray.
+- `wb run` runs on a Ray cluster this pytest worker starts once (``shared_ray``), its driver in
+  this process too (about 8 s of a Python's start and imports saved per run, and as much CPU):
+  what it tests is the study's run, not Ray's or Python's start-up, which the tests of a local
+  Ray (no ``--ray-address``) and of signals keep testing in processes of their own. After each
+  run this process leaves the cluster (``_leave_ray``), so that a test may start a Ray here.
 
 A test that sets ``env`` (a plug-in on PYTHONPATH, a fault to inject, a Ray address of its own)
-gets a process and a Ray of its own, as does ``own_ray=True``: the shared cluster's workers were
-started with this process's environment, not the test's, and a test of what a local run does
-(its Ray's start, its processes' end, its logs) must run one.
+or passes subprocess options gets a process of its own, and with ``env`` a Ray of its own, as does
+``own_ray=True``: the shared cluster's workers were started with this process's environment, not
+the test's, and a test of what a local run does (its Ray's start, its processes' end, its logs)
+must run one.
 """
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import fcntl
 import io
 import os
@@ -41,12 +45,14 @@ def wb(*args, timeout: float = 600, env: dict | None = None, cwd: Path = ROOT, o
        in_process: bool | None = None, **kw) -> subprocess.CompletedProcess:
     """What `wb ARGS` does in ``cwd``, as a completed process (args, returncode, stdout, stderr)."""
     args = [str(a) for a in args]
-    if in_process is None:
-        in_process = env is None and not kw and _reads_only(args)
-    if in_process:
-        return _here(args, cwd)
-    if args and args[0] == "run" and env is None and not own_ray and "--ray-address" not in args and "--dry-run" not in args:
+    shared = (bool(args) and args[0] == "run" and env is None and not own_ray and "--ray-address" not in args
+              and "--dry-run" not in args)
+    if shared:
         args += ["--ray-address", shared_ray()]
+    if in_process is None:
+        in_process = env is None and not kw and (shared or _reads_only(args))
+    if in_process:
+        return _here(args, cwd, timeout)
     return subprocess.run([sys.executable, "-m", "foxwb.workbench.cli.main", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=timeout, env=env, **kw)
 
@@ -61,13 +67,15 @@ def _reads_only(args: list[str]) -> bool:
     return args[0] in READERS
 
 
-def _here(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def _here(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
     """``main(args)`` in this process and in ``cwd``, stdout and stderr captured, an exit by
     SystemExit (argparse) or an exception turned into the exit status a process would have had (1,
-    with the traceback)."""
+    with the traceback). A command still running after ``timeout`` seconds ends this pytest worker
+    with every thread's stack on stderr (faulthandler): a hang fails its test, as a process's would."""
     from foxwb.workbench.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
+    faulthandler.dump_traceback_later(timeout, exit=True, file=sys.__stderr__)
     with chdir(cwd), redirect_stdout(out), redirect_stderr(err):
         try:
             rc = main(args)
@@ -76,7 +84,19 @@ def _here(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
         except Exception:
             traceback.print_exc()
             rc = 1
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            if args[0] == "run":
+                _leave_ray()
     return subprocess.CompletedProcess(["wb", *args], rc, out.getvalue(), err.getvalue())
+
+
+def _leave_ray() -> None:
+    """After a `wb run` in this process: off the shared cluster (the driver stays connected to a
+    cluster it joined), so that a test that starts a Ray of its own in this process can."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 def free_port() -> int:

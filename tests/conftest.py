@@ -14,6 +14,11 @@ if not torch.cuda.is_available():
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# `wb run` on a pytest worker's shared Ray cluster runs in the worker's own process (tests/cli.py).
+# Ray 2.60 sends the token that `ray start` turns on only where RAY_AUTH_MODE=token was set before
+# ray was first imported, which any test module may do: so here, before them all.
+os.environ.setdefault("RAY_AUTH_MODE", "token")
+
 
 @pytest.fixture(autouse=True)
 def _seed():
