@@ -34,7 +34,7 @@ def repeat_runs(log: str, row: str) -> dict[int, tuple[str, float]]:
     return {int(s): (hashes[int(s)], float(v)) for s, v in re.findall(rf"finished {name} / seed (\d+) +val_ppl ([\d.]+)", log)}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--log", required=True, help="the repeat's `wb run` output")
     ap.add_argument("--results", required=True, help="the study's `wb results --format json`")
@@ -44,7 +44,7 @@ def main() -> None:
     ap.add_argument("--date", required=True)
     ap.add_argument("--code", required=True)
     ap.add_argument("--gpu-seconds", type=float, required=True)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     again = repeat_runs(Path(args.log).read_text(), args.row)
     row = next(r for r in json.loads(Path(args.results).read_text())["rows"] if r["row"] == args.row)

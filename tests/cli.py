@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import faulthandler
 import fcntl
+import importlib.util
 import io
 import os
 import shutil
@@ -67,28 +68,56 @@ def _reads_only(args: list[str]) -> bool:
     return args[0] in READERS
 
 
-def _here(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-    """``main(args)`` in this process and in ``cwd``, stdout and stderr captured, an exit by
-    SystemExit (argparse) or an exception turned into the exit status a process would have had (1,
-    with the traceback). A command still running after ``timeout`` seconds ends this pytest worker
-    with every thread's stack on stderr (faulthandler): a hang fails its test, as a process's would."""
-    from foxwb.workbench.cli.main import main
+def script(name: str, *args, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """What `python scripts/NAME ARGS` does from the checkout's root, as a completed process: in
+    this process through the script's own ``main`` (the imports a Python of its own would make,
+    seconds each time, are made here once). ``env``: variables set for the call (BROWSER_PATH for
+    kaleido), put back after it."""
+    path = ROOT / "scripts" / name
+    module = _scripts.get(path)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(f"_wb_script_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _scripts[path] = module
+    saved = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
+    try:
+        return _here([str(a) for a in args], ROOT, timeout, module.main, ["python", f"scripts/{name}"])
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.update({k: v})
+
+
+_scripts: dict = {}
+
+
+def _here(args: list[str], cwd: Path, timeout: float, main=None, command=("wb",)) -> subprocess.CompletedProcess:
+    """``main(args)`` (the CLI's, or a script's: ``command`` names it) in this process and
+    in ``cwd``, stdout and stderr captured, an exit by SystemExit (argparse) or an exception turned
+    into the exit status a process would have had (1, with the traceback). A command still running
+    after ``timeout`` seconds ends this pytest worker with every thread's stack on stderr
+    (faulthandler): a hang fails its test, as a process's would."""
+    if main is None:
+        from foxwb.workbench.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     faulthandler.dump_traceback_later(timeout, exit=True, file=sys.__stderr__)
     with chdir(cwd), redirect_stdout(out), redirect_stderr(err):
         try:
-            rc = main(args)
-        except SystemExit as e:
+            rc = main(args) or 0
+        except SystemExit as e:  # as Python ends a process: an exit status, or a message on stderr and 1
             rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=sys.stderr)
         except Exception:
             traceback.print_exc()
             rc = 1
         finally:
             faulthandler.cancel_dump_traceback_later()
-            if args[0] == "run":
+            if command == ("wb",) and args[0] == "run":
                 _leave_ray()
-    return subprocess.CompletedProcess(["wb", *args], rc, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess([*command, *args], rc, out.getvalue(), err.getvalue())
 
 
 def _leave_ray() -> None:

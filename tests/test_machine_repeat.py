@@ -2,11 +2,10 @@
 JSON it writes is the one committed (experiments/llama_h100_repeat/llama_h100_repeat.json), and the paired test
 it reports is the project's own."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from foxwb.workbench.analysis import stats
+from tests.cli import script
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--log", "experiments/llama_h100_repeat/llama_h100_repeat.log", "--results", "experiments/table3_4096_llama/table3_4096_llama.json",
@@ -16,8 +15,7 @@ ARGS = ["--log", "experiments/llama_h100_repeat/llama_h100_repeat.log", "--resul
 
 
 def test_the_committed_repeat_is_what_the_script_makes_of_its_inputs():
-    proc = subprocess.run([sys.executable, "scripts/machine_repeat.py", *ARGS], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    proc = script("machine_repeat.py", *ARGS, timeout=120)
     assert proc.returncode == 0, proc.stderr
     made = json.loads(proc.stdout)
     assert made == json.loads((ROOT / "experiments/llama_h100_repeat/llama_h100_repeat.json").read_text())
@@ -33,6 +31,5 @@ def test_a_repeat_seed_the_study_lacks_is_refused(tmp_path):
     log.write_text("10:00:00  start    Transformer (LLaMA) / seed 999  [abcd]\n"
                    "10:01:00  finished Transformer (LLaMA) / seed 999  val_ppl 3.000  (60 s)  [1/1]\n")
     args = [a if a != "experiments/llama_h100_repeat/llama_h100_repeat.log" else str(log) for a in ARGS]
-    proc = subprocess.run([sys.executable, "scripts/machine_repeat.py", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    proc = script("machine_repeat.py", *args, timeout=120)
     assert proc.returncode == 1 and "seeds [999] of the repeat are not in" in proc.stderr

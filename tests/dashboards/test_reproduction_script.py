@@ -2,13 +2,11 @@
 store's numbers, and the per-position PNG renders through a local Chromium."""
 import json
 import shutil
-import subprocess
-import sys
 
 import polars as pl
 import pytest
 
-from tests.conftest import ROOT
+from tests.cli import script
 from foxwb.workbench.analysis import runs as results
 
 
@@ -19,9 +17,8 @@ def test_reproduction_json_and_png_from_a_real_store(quickstart, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     out_json, out_png = tmp_path / "table.json", tmp_path / "fig.png"
     browser = shutil.which("chromium") or shutil.which("google-chrome") or shutil.which("chromium-browser")
-    run = subprocess.run([sys.executable, "scripts/reproduction.py", "--workdir", str(workdir), "--study", "quickstart",
-                          "--out-json", str(out_json), "--out-png", str(out_png)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300, env={**__import__("os").environ, "BROWSER_PATH": browser})
+    run = script("reproduction.py", "--workdir", workdir, "--study", "quickstart", "--out-json", out_json,
+                 "--out-png", out_png, env={"BROWSER_PATH": browser})
     assert run.returncode == 0, run.stderr[-2000:]
     written = json.loads(out_json.read_text())
     store = results.open_store(workdir, "quickstart")
@@ -45,8 +42,7 @@ def test_position_spans_averages_each_rows_result_files_over_seeds_and_positions
     assert proc.returncode == 0, proc.stderr[-2000:]
 
     def spans(*extra):
-        return subprocess.run([sys.executable, "scripts/position_spans.py", "--workdir", str(workdir), "--study", "quickstart",
-                               "--results", str(workdir), *extra], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        return script("position_spans.py", "--workdir", workdir, "--study", "quickstart", "--results", workdir, *extra)
 
     run = spans("--spans", "0,32,128,100000")
     assert run.returncode == 0, run.stderr[-2000:]
@@ -75,9 +71,8 @@ def test_position_spans_lists_a_rows_seeds_best_val_ppl_first_with_their_span_me
     assert proc.returncode == 0, proc.stderr[-2000:]
 
     def spans(*extra):
-        return subprocess.run([sys.executable, "scripts/position_spans.py", "--workdir", str(workdir), "--study", "quickstart",
-                               "--results", str(workdir), "--spans", "0,32,128", *extra], capture_output=True, text=True,
-                              cwd=ROOT, timeout=300)
+        return script("position_spans.py", "--workdir", workdir, "--study", "quickstart", "--results", workdir,
+                      "--spans", "0,32,128", *extra)
 
     run = spans("--seeds", "FoX (Pro)")
     assert run.returncode == 0, run.stderr[-2000:]
@@ -108,9 +103,8 @@ def test_position_spans_pairs_each_row_with_a_base_seed_by_seed(quickstart, tmp_
     workdir, proc, _ = quickstart
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = tmp_path / "spans.json"
-    run = subprocess.run([sys.executable, "scripts/position_spans.py", "--workdir", str(workdir), "--study", "quickstart",
-                          "--results", str(workdir), "--spans", "0,32,128", "--base", "FoX (Pro)", "--json", str(out)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    run = script("position_spans.py", "--workdir", workdir, "--study", "quickstart", "--results", workdir,
+                 "--spans", "0,32,128", "--base", "FoX (Pro)", "--json", out)
     assert run.returncode == 0, run.stderr[-2000:]
     paired = run.stdout.split("paired with 'FoX (Pro)'")[1]
     line = next(l for l in paired.splitlines() if l.startswith("| FoX (Pro) - KV-shift |"))
@@ -133,8 +127,7 @@ def test_position_spans_pairs_each_row_with_a_base_seed_by_seed(quickstart, tmp_
     assert kv["half_width"] == pytest.approx(half, abs=1e-9)
     base_row = next(r for r in written["rows"] if r["row"] == "FoX (Pro)")
     assert base_row["per_seed"]["1"][1] == pytest.approx(span("FoX (Pro)", 1, 32, 128), abs=1e-9)
-    bad = subprocess.run([sys.executable, "scripts/position_spans.py", "--workdir", str(workdir), "--study", "quickstart",
-                          "--results", str(workdir), "--base", "nope"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    bad = script("position_spans.py", "--workdir", workdir, "--study", "quickstart", "--results", workdir, "--base", "nope")
     assert bad.returncode != 0 and "--base 'nope'" in bad.stderr and "FoX (Pro)" in bad.stderr
 
 
@@ -148,8 +141,7 @@ def test_metric_history_gives_each_rows_curve_and_its_paired_difference_per_step
     assert proc.returncode == 0, proc.stderr[-2000:]
 
     def history(*extra):
-        return subprocess.run([sys.executable, "scripts/metric_history.py", "--workdir", str(workdir), "--study", "quickstart",
-                               *extra], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        return script("metric_history.py", "--workdir", workdir, "--study", "quickstart", *extra)
 
     out = tmp_path / "h.json"
     run = history("--metric", "val_loss", "--base", "FoX (Pro)", "--json", str(out))
@@ -189,25 +181,21 @@ def test_study_figure_draws_any_studys_history_and_lists_the_metrics_on_a_wrong_
     browser = shutil.which("chromium") or shutil.which("google-chrome") or shutil.which("chromium-browser")
 
     def figure(*extra):
-        return subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "quickstart",
-                               "--figure", "history", "--out", str(tmp_path / "h.png"), *extra], capture_output=True,
-                              text=True, cwd=ROOT, timeout=300, env={**__import__("os").environ, "BROWSER_PATH": browser})
+        return script("study_figure.py", "--workdir", workdir, "--study", "quickstart", "--figure", "history",
+                      "--out", tmp_path / "h.png", *extra, env={"BROWSER_PATH": browser})
 
     run = figure("--metric", "acp_kept_fraction")
     assert run.returncode == 0, run.stderr[-2000:]
     assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = figure("--metric", "nope")
     assert bad.returncode == 2 and "--metric 'nope'" in bad.stderr and "acp_kept_fraction" in bad.stderr
-    ablation = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "quickstart",
-                               "--figure", "effect", "--out", str(tmp_path / "e.png")], capture_output=True, text=True, cwd=ROOT,
-                              timeout=300)
+    ablation = script("study_figure.py", "--workdir", workdir, "--study", "quickstart", "--figure", "effect",
+                      "--out", tmp_path / "e.png")
     assert ablation.returncode == 2 and "--figure history and seeds take any" in ablation.stderr
-    seeds = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "quickstart",
-                            "--figure", "seeds", "--metric", "val_ppl", "--out", str(tmp_path / "s.png")], capture_output=True,
-                           text=True, cwd=ROOT, timeout=300, env={**__import__("os").environ, "BROWSER_PATH": browser})
+    seeds = script("study_figure.py", "--workdir", workdir, "--study", "quickstart", "--figure", "seeds",
+                   "--metric", "val_ppl", "--out", tmp_path / "s.png", env={"BROWSER_PATH": browser})
     assert seeds.returncode == 0, seeds.stderr[-2000:]
     assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    nope = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "nope",
-                           "--figure", "history", "--out", str(tmp_path / "n.png")], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
+    nope = script("study_figure.py", "--workdir", workdir, "--study", "nope", "--figure", "history",
+                  "--out", tmp_path / "n.png")
     assert nope.returncode == 2 and "no study 'nope'" in nope.stderr

@@ -2,10 +2,7 @@
 per variant and says where they cross (checked against the fitting library on the store's values,
 read by hand), and the dashboard draws the laws, opened in headless Chromium."""
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +11,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.dashboards.test_site import browser  # noqa: F401  (the module's headless Chromium fixture)
 from foxwb.workbench.analysis.scaling import fit as scaling
-from tests.cli import wb
+from tests.cli import script, wb
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = [16, 24, 32, 48, 64]
@@ -119,25 +116,21 @@ def test_study_figure_writes_the_laws_and_the_effect_as_pngs(ladder, tmp_path):
     render as PNGs from the store; a study without an axis is refused with a sentence."""
     _, workdir = ladder
     browser = shutil.which("chromium") or shutil.which("google-chrome") or shutil.which("chromium-browser")
-    env = {**os.environ, "BROWSER_PATH": browser}
+    env = {"BROWSER_PATH": browser}
     for figure in ("laws", "effect"):
         out = tmp_path / f"{figure}.png"
-        run = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "ladder",
-                              "--figure", figure, "--out", str(out)], capture_output=True, text=True, cwd=ROOT,
-                             timeout=300, env=env)
+        run = script("study_figure.py", "--workdir", workdir, "--study", "ladder", "--figure", figure, "--out", out, env=env)
         assert run.returncode == 0, run.stderr[-2000:]
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
     # A chosen pair (the base's difference from the other variant, the reverse of the default).
     out = tmp_path / "pair.png"
-    run = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), "--study", "ladder",
-                          "--figure", "effect", "--pair", "FoX (Pro)=no gate", "--out", str(out)], capture_output=True,
-                         text=True, cwd=ROOT, timeout=300, env=env)
+    run = script("study_figure.py", "--workdir", workdir, "--study", "ladder", "--figure", "effect",
+                 "--pair", "FoX (Pro)=no gate", "--out", out, env=env)
     assert run.returncode == 0 and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", run.stderr[-2000:]
     # Bad input: one usage line naming what is wrong and what is allowed, exit 2 as the CLI's.
     for argv, says in ((["--study", "nope", "--figure", "laws"], "nope"),
                        (["--study", "ladder", "--figure", "effect", "--pair", "FoX (Pro)=gateless"], "'no gate'"),
                        (["--study", "ladder", "--figure", "effect", "--pair", "FoX (Pro)"], "VARIANT=BASE"),
                        (["--study", "ladder", "--figure", "effect", "--metric", "val_lost"], "val_lost")):
-        run = subprocess.run([sys.executable, "scripts/study_figure.py", "--workdir", str(workdir), *argv, "--out",
-                              str(tmp_path / "x.png")], capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+        run = script("study_figure.py", "--workdir", workdir, *argv, "--out", tmp_path / "x.png", env=env)
         assert run.returncode == 2 and says in run.stderr and "Traceback" not in run.stderr, (argv, run.stderr[-2000:])
