@@ -1,7 +1,8 @@
 """Benchmark: the Gluon forward of forgetting attention (kernels/attention/gluon_fwd.py) beside our
-Triton forward, cuDNN and FlashAttention-2 (SDPA, no gate), in one run on one Hopper GPU.
+Triton forward, cuDNN and FlashAttention-2 (SDPA, no gate), and the Gluon dK/dV kernel
+(gluon_bwd.py) beside the Triton one, in one run on one Hopper GPU.
 
-    python benchmarks/gluon.py [--parts matmul,equivalence,timing,ab] [--out FILE]
+    python benchmarks/gluon.py [--parts matmul,equivalence,timing,ab,fb,bwd] [--out FILE]
 
 - ``matmul``: Gluon's Hopper path on this machine: a warp-specialised matmul (benchmarks/
   gluon_ws_matmul.py: one TMA-load warp, asynchronous wgmma) against torch (cuBLAS), TFLOP/s.
@@ -17,7 +18,14 @@ Triton forward, cuDNN and FlashAttention-2 (SDPA, no gate), in one run on one Ho
 - ``fb``: forward+backward of the op at head dim 128 with the table's choice against the Triton
   forward, eager and from a CUDA graph.
 
-Prints what it measures and writes JSON (default benchmarks/results/<date>_<gpu>_gluon.json).
+- ``bwd``: the dK/dV kernel alone, every Gluon candidate against the Triton kernel on the same
+  inputs (dK, dV and dC compared, then timed replayed from CUDA graphs in three interleaved rounds)
+  at the attention benchmark's shapes; then forward+backward of the op with Triton alone, with the
+  tables' choice (GLUON_FWD and GLUON_BWD None) and with the Gluon dK/dV kernel forced at the
+  shape's fastest candidate: what configs.GLUON_BWD_TILES is chosen from.
+
+Prints what it measures and writes JSON (default benchmarks/results/<date>_<gpu>_gluon.json, or
+..._gluon_bwd.json for ``--parts bwd``).
 """
 from __future__ import annotations
 
@@ -241,6 +249,104 @@ def fb(res):
     res["fb"] = out
 
 
+BWD_CANDS = {64: [G(64, 128, 8, 2, False), G(64, 128, 8, 2, True), G(32, 128, 8, 2, True), G(64, 64, 4, 2, True, 168)],
+             128: [G(64, 128, 8, 2, False), G(64, 128, 8, 2, True), G(32, 128, 8, 2, True), G(32, 128, 8, 3, True)]}
+
+
+def tiles_key(t):
+    return f"{t.block_m}x{t.block_n} w{t.num_warps} s{t.stages}{' ahead' if t.ahead else ''} r{t.maxnreg}"
+
+
+def with_bwd_tiles(D, tiles):
+    configs.GLUON_BWD_TILES[64 if D <= 64 else 128] = ((1 << 62, tiles, True),)
+
+
+def dkdv_inputs(B, H, T, D):
+    """What the dK/dV kernel reads (the Triton forward and dq_kernel run first) and one launch of
+    each kernel: Triton's, and Gluon's at the table's tiles of the moment."""
+    q, k, v, log_f = inputs(B, T, H, D)
+    do = torch.randn_like(q)
+    sm = D ** -0.5
+    cfg = configs.default_config(D, T, True, q.dtype)
+    launch.GLUON_FWD = False
+    o, lse, c, _ = launch.forward_gated(q, k, v, log_f, sm, cfg)
+    delta, dc = torch.empty_like(lse), torch.empty_like(lse)
+    dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
+    tma = launch.use_tma(q, k, v, o, do)  # the context is current: the forward ran
+    launch.launch_dq(q, k, v, c, o, do, lse, delta, dq, dc, lse, sm, cfg, tma, False)
+    dc0 = dc.clone()
+
+    def run(gluon, dk=dk, dv=dv, dc=dc):
+        if gluon:
+            launch.launch_dkdv_gluon(q, k, v, c, do, lse, delta, dk, dv, dc, lse, sm, False)
+        else:
+            launch.launch_dkdv(q, k, v, c, do, lse, delta, dk, dv, dc, lse, sm, cfg, tma, False)
+
+    return run, dc0
+
+
+def bwd(res):
+    """The Gluon dK/dV kernel against the Triton one, alone, then forward+backward of the op."""
+    out = []
+    for B, H, T, D in common.ATTENTION_SHAPES:
+        run, dc0 = dkdv_inputs(B, H, T, D)
+        row = dict(B=B, H=H, T=T, D=D, agreement={}, tflops={})
+        ref_dc = dc0.clone()
+        ref_dk, ref_dv = (torch.full((B, T, H, D), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        run(False, ref_dk, ref_dv, ref_dc)
+        graphs = {"triton": captured(lambda: run(False))}
+        for tiles in BWD_CANDS[D]:
+            key = tiles_key(tiles)
+            with_bwd_tiles(D, tiles)
+            try:
+                dk, dv = (torch.full_like(ref_dk, float("nan")) for _ in range(2))
+                dc = dc0.clone()
+                run(True, dk, dv, dc)
+                row["agreement"][key] = dict(dk=rel(dk.float(), ref_dk.float()), dv=rel(dv.float(), ref_dv.float()),
+                                             dc=rel(dc - dc0, ref_dc - dc0))
+                graphs[key] = captured(lambda: run(True))
+            except Exception as e:  # noqa: BLE001
+                row["agreement"][key] = repr(e)[-1500:]
+        flops = 4 * B * H * T * T * D  # 4 matmuls over the causal half
+        for _ in range(3):
+            for key, graph in graphs.items():
+                ms = do_bench(graph.replay, warmup=10, rep=60, return_mode="median")
+                row["tflops"].setdefault(key, []).append(round(flops / ms / 1e9, 1))
+        del graphs
+        medians = {k: sorted(v)[1] for k, v in row["tflops"].items()}
+        best = max((k for k in medians if k != "triton"), key=medians.get)
+        row["best"] = best
+        print("bwd", json.dumps(row), flush=True)
+        # Forward+backward of the op: Triton alone, the tables, the Gluon dK/dV kernel at the best tiles.
+        with_bwd_tiles(D, next(t for t in BWD_CANDS[D] if tiles_key(t) == best))
+        q, k, v, log_f = inputs(B, T, H, D)
+        leaves = [t.clone().requires_grad_() for t in (q, k, v, log_f)]
+        do = torch.randn_like(q)
+        fb_flops = 3.5 * 4 * B * H * T * T * D / 2
+        fb_graphs = {}
+        for name, fwd_setting, bwd_setting in (("triton", False, False), ("tables", None, False),
+                                               ("tables + gluon dkdv", None, True)):
+            launch.GLUON_FWD, launch.GLUON_BWD = fwd_setting, bwd_setting
+            step = lambda: torch.autograd.grad(op.forgetting_attention_triton(*leaves), leaves, do)  # noqa: E731
+            fb_graphs[name] = captured(step)
+        launch.GLUON_FWD = launch.GLUON_BWD = None
+        row["fb_tflops"] = {}
+        for _ in range(3):
+            for name, graph in fb_graphs.items():
+                ms = do_bench(graph.replay, warmup=10, rep=60, return_mode="median")
+                row["fb_tflops"].setdefault(name, []).append(round(fb_flops / ms / 1e9, 1))
+        del fb_graphs
+        print("bwd_fb", json.dumps(dict(B=B, H=H, T=T, D=D, fb_tflops=row["fb_tflops"])), flush=True)
+        out.append(row)
+    res["bwd"] = out
+    print("\n| B, H, T, D | Triton dK/dV | best Gluon dK/dV (tiles) | fwd+bwd Triton | tables | tables + Gluon dK/dV |")
+    for row in out:
+        med = {k: sorted(v)[1] for k, v in row["tflops"].items()}
+        fb_med = {k: sorted(v)[1] for k, v in row["fb_tflops"].items()}
+        print(f"| {row['B']}, {row['H']}, {row['T']}, {row['D']} | {med['triton']} | {med[row['best']]} ({row['best']}) | "
+              f"{fb_med['triton']} | {fb_med['tables']} | {fb_med['tables + gluon dkdv']} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", help="JSON file (default: benchmarks/results/<date>_<gpu>_gluon.json)")
@@ -251,11 +357,12 @@ def main():
     t0 = time.time()
     for part in args.parts.split(","):
         try:
-            {"matmul": matmul_check, "equivalence": equivalence, "timing": timing, "ab": ab, "fb": fb}[part](res)
+            {"matmul": matmul_check, "equivalence": equivalence, "timing": timing, "ab": ab, "fb": fb,
+             "bwd": bwd}[part](res)
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
             res[part + "_error"] = repr(e)
-        common.write(args.out, "gluon", json.loads(json.dumps(res, default=str)))
+        common.write(args.out, "gluon_bwd" if args.parts == "bwd" else "gluon", json.loads(json.dumps(res, default=str)))
         print(f"{part} done at {time.time() - t0:.0f} s", flush=True)
 
 

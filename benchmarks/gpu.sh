@@ -6,6 +6,7 @@
 #   bash benchmarks/gpu.sh tests       # the GPU tests, the QKV and loss kernels' on CUDA (~3 min)
 #   bash benchmarks/gpu.sh kernels     # attention beside its peers (.peers/), QKV, loss (~5 min)
 #   bash benchmarks/gpu.sh gluon       # the Gluon forward beside the Triton one, cuDNN, FA2 (~4 min, sm_90)
+#   bash benchmarks/gpu.sh gluon-bwd   # the Gluon dK/dV kernel beside the Triton one, and fwd+bwd (~4 min, sm_90)
 #   bash benchmarks/gpu.sh trials      # 125M FoX (Pro) and Transformer (LLaMA), twice   (~6 min)
 #   bash benchmarks/gpu.sh packing     # studies/packing.yaml packed 4 to the GPU and 1 to a GPU (~3 min)
 #   bash benchmarks/gpu.sh stability   # experiments/stability_gate_bias/stability.yaml (docs/stability.md), ~12 min: for
@@ -58,6 +59,9 @@ for part in "${parts[@]}"; do
     gluon)
       timeout 400 python3 benchmarks/gluon.py --out "$OUT/gluon.json" > "$OUT/gluon.log" 2>&1 || status=1
       grep -E "^(time|ab|matmul) " "$OUT/gluon.log" | cut -c1-400 ;;
+    gluon-bwd)
+      timeout 400 python3 benchmarks/gluon.py --parts bwd --out "$OUT/gluon_bwd.json" > "$OUT/gluon_bwd.log" 2>&1 || status=1
+      grep -E "^\|" "$OUT/gluon_bwd.log" ;;
     trials)
       timeout 560 python3 benchmarks/train_throughput.py --repeats 2 --out "$OUT/train_throughput.json" \
         > "$OUT/train_throughput.log" 2>&1 || status=1
@@ -96,7 +100,7 @@ with open(sys.argv[1], 'rb') as src, lzma.open(sys.argv[2], 'wb', preset=6) as d
         --timeout 240 --out "$OUT/train_launch.json" > "$OUT/train_launch.log" 2>&1 || status=1
       tail -8 "$OUT/train_launch.log" ;;
     *)
-      echo "unknown part '$part'; the parts are: tests kernels trials packing stability ray-train" >&2
+      echo "unknown part '$part'; the parts are: tests kernels gluon gluon-bwd trials packing stability ray-train" >&2
       exit 2 ;;
   esac
 done

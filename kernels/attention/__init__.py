@@ -2,9 +2,9 @@
 
 The files: ``naive.py`` (the reference twin every fast path is tested against), ``pruning.py``
 (adaptive computation pruning's bound, in torch), ``configs.py`` (tile tables), ``launch.py``
-(the launches), ``op.py`` (what torch sees), ``triton_*.py`` (the kernels), ``gluon_fwd.py`` (the
-forward as a warp-specialised Gluon kernel for Hopper). The math is in docs/fox-notes.md,
-"Forgetting attention".
+(the launches), ``op.py`` (what torch sees), ``triton_*.py`` (the kernels), ``gluon_fwd.py`` and
+``gluon_bwd.py`` (the forward and the dK/dV kernel as warp-specialised Gluon kernels for Hopper).
+The math is in docs/fox-notes.md, "Forgetting attention".
 """
 from __future__ import annotations
 

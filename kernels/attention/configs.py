@@ -80,9 +80,18 @@ GLUON_FWD_TILES: dict[int, tuple[tuple[int, GluonTiles, bool], ...]] = {
 }
 
 
-def gluon_choice(head_dim: int, seq_len: int) -> tuple[GluonTiles, bool]:
-    """The Gluon forward's tiles for this head dim and length, and whether it runs there by default."""
-    for longest, tiles, chosen in GLUON_FWD_TILES[64 if head_dim <= 64 else 128]:
+# The Gluon dK/dV kernel (gluon_bwd.py; ``ahead``: the query tiles below the diagonal pipelined) in
+# the same form: whether it replaces the Triton dkdv_kernel there by default on sm_90.
+GLUON_BWD_TILES: dict[int, tuple[tuple[int, GluonTiles, bool], ...]] = {
+    64: ((1 << 62, GluonTiles(64, 128, 8, 2, True), False),),
+    128: ((1 << 62, GluonTiles(64, 128, 8, 2, False), False),),
+}
+
+
+def gluon_choice(head_dim: int, seq_len: int, table: dict | None = None) -> tuple[GluonTiles, bool]:
+    """The Gluon kernel's tiles for this head dim and length, and whether it runs there by default:
+    the forward's (GLUON_FWD_TILES), or ``table``'s (GLUON_BWD_TILES for the dK/dV kernel)."""
+    for longest, tiles, chosen in (GLUON_FWD_TILES if table is None else table)[64 if head_dim <= 64 else 128]:
         if seq_len <= longest:
             return tiles, chosen
     return tiles, chosen

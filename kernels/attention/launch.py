@@ -2,8 +2,9 @@
 forward and backward launches, on tensors as they come (nothing is copied).
 
 Forward: one scan kernel turns log f (B, T, H) into c = cumsum(log f) (B * H, T) fp32 (the (T, T)
-decay matrix is never formed), then the attention kernel. Backward: dq_kernel, dkdv_kernel, and
-the reverse scan that turns dL/dc into dL/d log f in place.
+decay matrix is never formed), then the attention kernel. Backward: dq_kernel, dkdv_kernel (on
+Hopper its Gluon twin, gluon_bwd.py, where ``GLUON_BWD`` and its table say), and the reverse scan
+that turns dL/dc into dL/d log f in place.
 
 On sm_90+ GPUs the kernels read q, k, v, O and dO through TMA tensor descriptors (``use_tma``)
 when the tensors' layout allows one (fp16/bf16, head dim 16-128, each (B, T) row's heads side by
@@ -20,7 +21,7 @@ import torch
 import triton
 
 from foxwb.kernels import runtime
-from foxwb.kernels.attention.configs import KernelConfig, gluon_choice
+from foxwb.kernels.attention.configs import GLUON_BWD_TILES, KernelConfig, gluon_choice
 from foxwb.kernels.attention.triton_bwd import dkdv_kernel, dq_kernel
 from foxwb.kernels.attention.triton_fwd import fwd_kernel
 from foxwb.kernels.attention.triton_pruning import norm_max_kernel, tile_bounds_kernel
@@ -34,6 +35,9 @@ TMA_LOADS: bool | None = None
 # to bf16/fp16 inputs on a GPU and Triton has Gluon: None = on sm_90 (Hopper) where its table
 # (configs.GLUON_FWD_TILES) found it faster; True = wherever it can run; False = never.
 GLUON_FWD: bool | None = None
+# The dK/dV kernel of the backward through the Gluon kernel (gluon_bwd.py), on the same terms with
+# its own table (configs.GLUON_BWD_TILES).
+GLUON_BWD: bool | None = None
 
 
 def _row_stride(x: torch.Tensor) -> int:
@@ -63,20 +67,23 @@ def use_tma(*tensors: torch.Tensor) -> bool:
 @functools.lru_cache(maxsize=None)
 def _gluon_importable() -> bool:
     try:
-        from foxwb.kernels.attention import gluon_fwd  # noqa: F401  late: Gluon is experimental; Triton may lack it
+        # Late: Gluon is experimental; this Triton may lack it.
+        from foxwb.kernels.attention import gluon_bwd, gluon_fwd  # noqa: F401
     except Exception:  # noqa: BLE001  any failure to build the module means: not this Triton
         return False
     return True
 
 
-def use_gluon(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether the forward on these (B, T, H, D) tensors runs the Gluon kernel (GLUON_FWD)."""
-    if GLUON_FWD is False or runtime.INTERPRET or not q.is_cuda or q.dtype == torch.float32:
+def use_gluon(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *more: torch.Tensor, backward: bool = False) -> bool:
+    """Whether the forward on these (B, T, H, D) tensors runs the Gluon kernel (GLUON_FWD), or with
+    ``backward`` the dK/dV kernel does (GLUON_BWD; ``more``: o and dO, also read through TMA)."""
+    setting, table = (GLUON_BWD, GLUON_BWD_TILES) if backward else (GLUON_FWD, None)
+    if setting is False or runtime.INTERPRET or not q.is_cuda or q.dtype == torch.float32:
         return False
-    if not use_tma(q, k, v):
+    if not use_tma(q, k, v, *more):
         return False
-    if GLUON_FWD is None and not (torch.cuda.get_device_capability(q.device) == (9, 0)
-                                  and gluon_choice(q.shape[-1], q.shape[1])[1]):
+    if setting is None and not (torch.cuda.get_device_capability(q.device) == (9, 0)
+                                and gluon_choice(q.shape[-1], q.shape[1], table)[1]):
         return False
     return _gluon_importable()
 
@@ -165,25 +172,28 @@ def _forward_gluon(q, k, v, c, o, lse, sm_scale, starts) -> None:
     """forward() through gluon_fwd.gluon_fwd_kernel: q, k, v as Gluon TMA descriptors of their
     (B * T, H * D) views."""
     # Late: Gluon is experimental and imported only where use_gluon found it and chose it.
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     from foxwb.kernels.attention.gluon_fwd import gluon_fwd_kernel
 
     B, T, H, D = q.shape
     t, _ = gluon_choice(D, T)
     runtime.bind_context(q.device)
-    dtype = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-
-    def desc(x, rows):
-        layout = gl.NVMMASharedLayout.get_default_for([rows, D], dtype)
-        return TensorDescriptor(x, [B * T, H * D], [_row_stride(x), 1], [rows, D], layout)
-
     gluon_fwd_kernel[(triton.cdiv(T, t.block_m), B * H)](
-        desc(q, t.block_m), desc(k, t.block_n), desc(v, t.block_n), lse if c is None else c, o, lse,
-        lse if starts is None else starts, *_strides4(o), T, H, sm_scale,
+        _gluon_desc(q, t.block_m), _gluon_desc(k, t.block_n), _gluon_desc(v, t.block_n), lse if c is None else c,
+        o, lse, lse if starts is None else starts, *_strides4(o), T, H, sm_scale,
         HAS_GATE=c is not None, PRUNE=starts is not None, AHEAD=t.ahead, STAGES=t.stages, num_warps=t.num_warps,
         **({"maxnreg": t.maxnreg} if t.maxnreg else {}),
     )
+
+
+def _gluon_desc(x: torch.Tensor, rows: int):
+    """A Gluon TMA descriptor of x's (B * T, H * D) view, read in tiles of (rows, D)."""
+    # Late: Gluon is experimental and imported only where use_gluon found it and chose it.
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    B, T, H, D = x.shape
+    layout = gl.NVMMASharedLayout.get_default_for([rows, D], gl.bfloat16 if x.dtype == torch.bfloat16 else gl.float16)
+    return TensorDescriptor(x, [B * T, H * D], [_row_stride(x), 1], [rows, D], layout)
 
 
 _ROWS_PER_PROGRAM = 256  # rows of q and k per program of norm_max_kernel (docs/kernels.md, "Pruning")
@@ -258,6 +268,30 @@ def launch_dkdv(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, cfg: Ke
     )
 
 
+def launch_dkdv_gluon(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, prune: bool) -> None:
+    """launch_dkdv through gluon_bwd.gluon_dkdv_kernel (its tiles: dkdv_tiles); stops computed for them."""
+    # Late: Gluon is experimental and imported only where use_gluon found it and chose it.
+    from foxwb.kernels.attention.gluon_bwd import gluon_dkdv_kernel
+
+    B, T, H, D = q.shape
+    t, _ = gluon_choice(D, T, GLUON_BWD_TILES)
+    runtime.bind_context(q.device)
+    gluon_dkdv_kernel[(triton.cdiv(T, t.block_n), B * H)](
+        _gluon_desc(q, t.block_m), _gluon_desc(k, t.block_n), _gluon_desc(v, t.block_n), _gluon_desc(do, t.block_m),
+        lse if c is None else c, lse, delta, dk, dv, lse if c is None else dc, stops, *_strides4(dk), *_strides4(dv),
+        T, H, sm_scale, HAS_GATE=c is not None, PRUNE=prune, AHEAD=t.ahead, STAGES=t.stages, num_warps=t.num_warps,
+        **({"maxnreg": t.maxnreg} if t.maxnreg else {}),
+    )
+
+
+def dkdv_tiles(q, k, v, o, do, cfg: KernelConfig) -> tuple[int, int]:
+    """(block_m, block_n) of the dK/dV kernel that runs on these inputs: its pruning bounds' tiles."""
+    if use_gluon(q, k, v, o, do, backward=True):
+        t, _ = gluon_choice(q.shape[-1], q.shape[1], GLUON_BWD_TILES)
+        return t.block_m, t.block_n
+    return cfg.dkdv.block_m, cfg.dkdv.block_n
+
+
 def backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.Tensor | None = None):
     """-> dq, dk, dv, and d log f (B, T, H) over (B, H, T) memory (None without a gate). prune: the
     forward's pruning threshold, or None."""
@@ -269,10 +303,13 @@ def backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.T
     dq, dk, dv = runtime.empty(q), runtime.empty(k), runtime.empty(v)
     starts = stops = lse
     if prune is not None:
-        starts, stops = tile_bounds(c, prune, (cfg.dq.block_m, cfg.dq.block_n), (cfg.dkdv.block_m, cfg.dkdv.block_n))
+        starts, stops = tile_bounds(c, prune, (cfg.dq.block_m, cfg.dq.block_n), dkdv_tiles(q, k, v, o, do, cfg))
     tma = _tma_launch(q, k, v, o, do)
     launch_dq(q, k, v, c, o, do, lse, delta, dq, dc, starts, sm_scale, cfg, tma, prune is not None)
-    launch_dkdv(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, cfg, tma, prune is not None)
+    if use_gluon(q, k, v, o, do, backward=True):
+        launch_dkdv_gluon(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, prune is not None)
+    else:
+        launch_dkdv(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, cfg, tma, prune is not None)
     if not has_gate:
         return dq, dk, dv, None
     # dC now holds rowsum(dS) - colsum(dS) = dL/dc; dL/d log f_t = sum over u >= t of dL/dc_u.

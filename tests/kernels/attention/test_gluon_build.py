@@ -1,5 +1,6 @@
-"""The Gluon forward (kernels/attention/gluon_fwd.py) built for Hopper on a machine without a GPU:
-every tile of its table compiles to sm_90 machine code through Triton's compiler and ptxas, with
+"""The Gluon forward (kernels/attention/gluon_fwd.py) and dK/dV kernel (gluon_bwd.py) built for
+Hopper on a machine without a GPU: every tile of their tables compiles to sm_90 machine code
+through Triton's compiler and ptxas, with
 warpgroup MMAs and TMA copies, within the SM's shared memory; and the path is chosen only where it
 can run.
 Its numbers are checked on the GPU (test_gluon_gpu.py); this catches, in CI, a Triton whose
@@ -43,12 +44,14 @@ class _Hopper:
         return torch.device("cpu")
 
 
-def build(D: int, tiles: configs.GluonTiles, gate: bool, prune: bool):
-    """The kernel compiled for sm_90 (Triton's compile-only warmup under the _Hopper driver)."""
+def build(D: int, tiles: configs.GluonTiles, gate: bool, prune: bool, backward: bool = False):
+    """The forward (or, ``backward``, the dK/dV kernel) compiled for sm_90 (Triton's compile-only
+    warmup under the _Hopper driver)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     from triton.runtime.driver import driver
 
+    from foxwb.kernels.attention.gluon_bwd import gluon_dkdv_kernel
     from foxwb.kernels.attention.gluon_fwd import gluon_fwd_kernel
 
     driver.set_active(_Hopper())
@@ -61,21 +64,29 @@ def build(D: int, tiles: configs.GluonTiles, gate: bool, prune: bool):
 
     lse = torch.empty(B * H, T)
     extra = {"maxnreg": tiles.maxnreg} if tiles.maxnreg else {}
+    stops = torch.empty(1, dtype=torch.int32)
+    if backward:
+        return gluon_dkdv_kernel.warmup(desc(tiles.block_m), desc(tiles.block_n), desc(tiles.block_n),
+                                        desc(tiles.block_m), lse, lse, lse, q, q, lse, stops, *q.stride(), *q.stride(),
+                                        T, H, 0.125, gate, prune, tiles.ahead, tiles.stages,
+                                        num_warps=tiles.num_warps, grid=(1, 1), **extra)
     return gluon_fwd_kernel.warmup(desc(tiles.block_m), desc(tiles.block_n), desc(tiles.block_n), lse, q, lse,
                                    torch.empty(1, dtype=torch.int32), *q.stride(), T, H, 0.125, gate, prune,
                                    tiles.ahead, tiles.stages, num_warps=tiles.num_warps, grid=(1, 1), **extra)
 
 
 def report() -> None:
-    """Every tile of the table built with and without the gate and with pruning: one JSON line each."""
-    for D, entries in configs.GLUON_FWD_TILES.items():
-        for _, tiles, _ in entries:
-            for gate, prune in ((True, False), (False, False), (True, True)):
-                kernel = build(D, tiles, gate, prune)
-                ptx = kernel.asm["ptx"]
-                print(json.dumps({"D": D, "tiles": str(tiles), "gate": gate, "prune": prune,
-                                  "shared": kernel.metadata.shared, "cubin": len(kernel.asm["cubin"]),
-                                  "wgmma": ptx.count("wgmma.mma_async"), "tma": ptx.count("cp.async.bulk.tensor")}), flush=True)
+    """Every tile of both tables built with and without the gate and with pruning: one JSON line each."""
+    for backward, table in ((False, configs.GLUON_FWD_TILES), (True, configs.GLUON_BWD_TILES)):
+        for D, entries in table.items():
+            for _, tiles, _ in entries:
+                for gate, prune in ((True, False), (False, False), (True, True)):
+                    kernel = build(D, tiles, gate, prune, backward)
+                    ptx = kernel.asm["ptx"]
+                    print(json.dumps({"backward": backward, "D": D, "tiles": str(tiles), "gate": gate, "prune": prune,
+                                      "shared": kernel.metadata.shared, "cubin": len(kernel.asm["cubin"]),
+                                      "wgmma": ptx.count("wgmma.mma_async"), "tma": ptx.count("cp.async.bulk.tensor")}),
+                          flush=True)
 
 
 def test_every_tile_of_the_table_builds_for_hopper_within_its_shared_memory():
@@ -87,7 +98,8 @@ def test_every_tile_of_the_table_builds_for_hopper_within_its_shared_memory():
                           cwd=Path(__file__).resolve().parents[3])
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == 3 * sum(len(e) for e in configs.GLUON_FWD_TILES.values())
+    tables = (configs.GLUON_FWD_TILES, configs.GLUON_BWD_TILES)
+    assert len(rows) == 3 * sum(len(e) for table in tables for e in table.values())
     for row in rows:
         assert row["cubin"] > 0 and row["wgmma"] > 0 and row["tma"] > 0, row
         assert row["shared"] <= SHARED_PER_SM, row
@@ -96,8 +108,9 @@ def test_every_tile_of_the_table_builds_for_hopper_within_its_shared_memory():
 def test_the_gluon_path_is_taken_only_on_a_gpu_and_where_asked():
     q = torch.randn(1, 64, 2, 64, dtype=torch.bfloat16)
     for setting in (None, True, False):
-        launch.GLUON_FWD = setting
+        launch.GLUON_FWD = launch.GLUON_BWD = setting
         try:
             assert not launch.use_gluon(q, q, q)  # CPU tensors: the Triton kernel (under the interpreter)
+            assert not launch.use_gluon(q, q, q, q, q, backward=True)
         finally:
-            launch.GLUON_FWD = None
+            launch.GLUON_FWD = launch.GLUON_BWD = None
