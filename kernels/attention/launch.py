@@ -284,9 +284,10 @@ def launch_dkdv_gluon(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, p
     )
 
 
-def dkdv_tiles(q, k, v, o, do, cfg: KernelConfig) -> tuple[int, int]:
-    """(block_m, block_n) of the dK/dV kernel that runs on these inputs: its pruning bounds' tiles."""
-    if use_gluon(q, k, v, o, do, backward=True):
+def dkdv_tiles(q: torch.Tensor, cfg: KernelConfig, gluon: bool) -> tuple[int, int]:
+    """(block_m, block_n) of the dK/dV kernel that runs on these inputs (``gluon``: use_gluon's word
+    for the backward): its pruning bounds' tiles."""
+    if gluon:
         t, _ = gluon_choice(q.shape[-1], q.shape[1], GLUON_BWD_TILES)
         return t.block_m, t.block_n
     return cfg.dkdv.block_m, cfg.dkdv.block_n
@@ -301,12 +302,13 @@ def backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.T
     delta = runtime.empty(lse)
     dc = runtime.empty(lse) if has_gate else None
     dq, dk, dv = runtime.empty(q), runtime.empty(k), runtime.empty(v)
+    gluon = use_gluon(q, k, v, o, do, backward=True)
     starts = stops = lse
     if prune is not None:
-        starts, stops = tile_bounds(c, prune, (cfg.dq.block_m, cfg.dq.block_n), dkdv_tiles(q, k, v, o, do, cfg))
+        starts, stops = tile_bounds(c, prune, (cfg.dq.block_m, cfg.dq.block_n), dkdv_tiles(q, cfg, gluon))
     tma = _tma_launch(q, k, v, o, do)
     launch_dq(q, k, v, c, o, do, lse, delta, dq, dc, starts, sm_scale, cfg, tma, prune is not None)
-    if use_gluon(q, k, v, o, do, backward=True):
+    if gluon:
         launch_dkdv_gluon(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, prune is not None)
     else:
         launch_dkdv(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, cfg, tma, prune is not None)
