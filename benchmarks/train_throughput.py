@@ -14,7 +14,8 @@ each run and the ratio of every trial's mean tokens/s to the first trial's; writ
 order: the plain one-process path (`wb train`), then Ray Train (workbench/run/ray_train.py) with one
 worker under DDP and under FSDP, and with every visible GPU (N > 1) under both: tokens/s of the
 whole trial, MFU, the speed-up over the plain path, and the largest relative difference of the
-per-step training loss from the plain run's (the same spec: the same global batches).
+per-step training loss from the plain run's (the same spec: the same global batches), and the wall
+time of each run's process (its start-up, Ray's and the trainer's included).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -53,14 +55,16 @@ def run_launched(trial: str, out: Path, timeout: int, workers: int, parallel: st
     """One run of ``trial``: ``workers`` 0 is the plain path, else Ray Train with that many workers."""
     how = ["--plain"] if workers == 0 else ["--workers", str(workers), "--parallel", parallel]
     cmd = [sys.executable, __file__, "--one", trial, str(out), *how, *(["--steps", str(steps)] if steps else [])]
+    started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=common.ROOT, capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - started  # the whole process: start-up, Ray's and the trainer's, training, end
     if proc.returncode:
         tail = proc.stderr.strip().splitlines()
         return {"error": " | ".join(tail[-3:]) if tail else f"exit {proc.returncode}"}
     result = json.loads((out / "result.json").read_text())
     losses = [json.loads(line)["train_loss"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     return {**{k: result.get(k) for k in KEPT}, "workers": result.get("workers"), "parallel": result.get("parallel"),
-            "train_losses": losses}
+            "train_losses": losses, "wall_s": wall}
 
 
 def one(trial: str, out: Path, workers: int | None, parallel: str, steps: int | None) -> int:
@@ -103,14 +107,14 @@ def launch(args, argv) -> int:
             pairs = list(zip(r["train_losses"], plain["train_losses"]))
             r["loss_max_rel_diff"] = max(abs(a - b) / abs(b) for a, b in pairs)
     common.write(args.out, "train_launch", {"runs": runs, "gpus": gpus, "steps": args.steps}, argv)
-    print(f"\n{'path':<22} {'tokens/s':>10} {'x plain':>8} {'MFU':>6} {'val_loss':>9} {'loss vs plain':>14}")
+    print(f"\n{'path':<22} {'tokens/s':>10} {'x plain':>8} {'MFU':>6} {'val_loss':>9} {'loss vs plain':>14} {'wall s':>7}")
     for r in runs:
         mfu = _mfu_or_error(r, f"{r['path']:<22}", 160)
         if mfu is None:
             continue
         diff = f"{r['loss_max_rel_diff']:.2e}" if r.get("loss_max_rel_diff") is not None else ""
         print(f"{r['path']:<22} {r['tokens_per_s']:>10,.0f} {r.get('over_plain', 0):>7.3f}x {mfu:>6} "
-              f"{r['val_loss']:>9.4f} {diff:>14}")
+              f"{r['val_loss']:>9.4f} {diff:>14} {r['wall_s']:>7.1f}")
     return 0 if all("error" not in r for r in runs) else 1
 
 

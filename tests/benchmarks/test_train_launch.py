@@ -38,4 +38,5 @@ def test_the_launch_comparison_runs_every_path_on_the_same_batches(tmp_path):
     assert all(r["steps"] == 6 and r["tokens_per_s"] > 0 for r in runs)
     assert all(r["loss_max_rel_diff"] < 1e-4 for r in runs)
     assert runs[1]["loss_max_rel_diff"] == 0.0  # one Ray Train worker is the plain step
+    assert all(r["wall_s"] > 0 for r in runs)
     assert "x plain" in proc.stdout.splitlines()[-6]

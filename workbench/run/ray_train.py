@@ -114,7 +114,7 @@ def trainer(spec, out: Path, cpus: float, gpu: float, storage: Path, *, tune: bo
 
     n = spec.train.workers
     per_worker = {"CPU": cpus, **({"GPU": gpu} if gpu > 0 else {})}
-    return TorchTrainer(
+    return _trainer_class(TorchTrainer)(
         worker_loop,
         train_loop_config={"spec": spec.model_dump_json(), "dir": str(out), "cpus": cpus, "tune": tune,
                            "progress_s": progress_s, "gpu_sample_s": gpu_sample_s},
@@ -126,6 +126,31 @@ def trainer(spec, out: Path, cpus: float, gpu: float, storage: Path, *, tune: bo
             name=f"{out.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}", storage_path=str(storage),
             callbacks=list(callbacks), failure_config=ray.train.FailureConfig(max_failures=0)),
     )
+
+
+def _trainer_class(torch_trainer: type) -> type:
+    """``torch_trainer``, less Ray Train's PlacementGroupCleaner on a cluster without Ray's dashboard
+    (the workbench's own Ray starts without one: local_ray). That detached actor, there to remove a
+    run's placement group should its controller die, asks the State API whether the controller lives,
+    which the dashboard serves: without one each ask hangs, and the controller's end waits 12 s for
+    the cleaner to stop at every run (a one-worker run of the launch check: 32 s, 17 s without it;
+    docs/distributed.md). The placement group is still removed when the controller ends, and a local
+    Ray ends with its study. On a cluster with a dashboard the trainer is Ray's own."""
+    try:
+        # Ray's internals, late as Ray Train is (see worker_loop): a Ray without them gets its own trainer.
+        from ray._private.services import get_webui_url_from_internal_kv
+        from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
+
+        if get_webui_url_from_internal_kv():
+            return torch_trainer
+    except Exception:  # noqa: BLE001  any other Ray: its trainer as it is
+        return torch_trainer
+
+    class Trainer(torch_trainer):
+        def _create_default_callbacks(self):
+            return [c for c in super()._create_default_callbacks() if not isinstance(c, PlacementGroupCleanerCallback)]
+
+    return Trainer
 
 
 def fit_workers_trial(spec, out: Path, cpus: float, gpu: float, telemetry=None, progress_s: float | None = None) -> None:
