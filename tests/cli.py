@@ -17,6 +17,8 @@ or passes subprocess options gets a process of its own, and with ``env`` a Ray o
 ``own_ray=True``: the shared cluster's workers were started with this process's environment, not
 the test's, and a test of what a local run does (its Ray's start, its processes' end, its logs)
 must run one.
+
+``script`` does the same for `python scripts/NAME`: the script's ``main`` in this process.
 """
 from __future__ import annotations
 
