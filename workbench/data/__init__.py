@@ -9,6 +9,7 @@
 - ``documents``: a researcher's own corpus: token shards, tables and Hugging Face datasets.
 - ``tables``: tables of documents read a batch of rows at a time (parquet, arrow, jsonl, csv).
 - ``shards``: nanoGPT / llm.c token shard files.
+- ``longcrawl``: LongCrawl64, the FoX paper's corpus, read block by block from its zarr store.
 - ``token_cache``: tokenized documents cached on disk and memory-mapped.
 - ``tokenizer``: a Hugging Face tokenizer.json loaded for a trial.
 """

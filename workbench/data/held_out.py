@@ -139,6 +139,8 @@ def advice(spec) -> str:
         return "; ".join(["Add text to data.paths", *more, raise_fraction])
     if spec.kind == "tokens":
         return "Give a longer data.val file (half of its documents test; split at data.eot_token)"
+    if spec.kind == "longcrawl64":
+        return "Give the store's whole heldout.zarr (its odd rows test; a partial download holds fewer)"
     if spec.kind == "hf_dataset" and spec.val_split or getattr(spec, "val_paths", None):
         part = "data.val_split" if spec.kind == "hf_dataset" else "data.val_paths"
         return f"Give a larger held-out part ({part}; half of its documents test)"

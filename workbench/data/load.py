@@ -4,6 +4,8 @@ from __future__ import annotations
 from foxwb.workbench.data.corpus import MQARTask, load_corpus, load_tokens
 from foxwb.workbench.data.documents import load_documents
 from foxwb.workbench.data.held_out import too_small
+from foxwb.workbench.data.longcrawl import load_longcrawl
+from foxwb.workbench.spec.data import LongCrawl64Data
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.spec.trial import MQARData, TokenData
 
@@ -12,6 +14,8 @@ def load_data(spec, vocab_size: int, seed: int):
     """The trial's data: DocumentData or MQARTask."""
     if spec.kind in ("hf_dataset", "table", "shards"):
         return load_documents(spec, vocab_size)
+    if isinstance(spec, LongCrawl64Data):
+        return load_longcrawl(spec, vocab_size)
     if isinstance(spec, MQARData):
         return MQARTask(spec, seed)
     if isinstance(spec, TokenData):

@@ -1,5 +1,5 @@
 """Specs of the data a researcher brings: a tokenizer file, a Hugging Face dataset saved to disk,
-parquet / arrow / jsonl files with a named column, and nanoGPT / llm.c token shards.
+parquet / arrow / jsonl files with a named column, nanoGPT / llm.c token shards and LongCrawl64.
 
 Each is a member of ``foxwb.workbench.spec.trial.DataSpec`` (by ``kind``). Paths are part of the identity as
 written (the data are not hashed: a corpus may be terabytes); a tokenizer file is identified by
@@ -170,6 +170,40 @@ class ShardData(Spec):
         if self.val_fraction is not None and self.val_paths:
             raise ValueError("val_fraction splits the documents, but val_paths are given: set one or the other")
         return self
+
+
+# LongCrawl64's ids are GPT-2's (tiktoken's "gpt2" encoding): 50,257 of them, the last (50256) its
+# end-of-text, which the FoX paper's loader puts before each sequence it reads.
+LONGCRAWL64_VOCAB = 50257
+LONGCRAWL64_EOT = 50256
+
+
+class LongCrawl64Data(Spec):
+    """LongCrawl64, the corpus the FoX paper trained on: the folder ``path`` holds the release's two
+    zarr arrays, ``train.zarr`` and ``heldout.zarr``, each one document a row of 65,536 GPT-2 token
+    ids (uint16, zarr format 2). Read a block at a time, never whole (the release is about 800 GB);
+    needs the ``longcrawl`` extra (zarr). A training sequence is an aligned block of ``context``
+    tokens of a training row, after the end-of-text id, as the paper's loader cuts them; the
+    held-out rows are the select and test splits (foxwb.workbench.data.longcrawl). ``path`` is part
+    of the identity as written, like the other kinds' paths; ``tokenizer``, optional, names a GPT-2
+    tokenizer.json (its 50,257 ids) for what needs text: bits per byte, the needle evaluation."""
+
+    kind: Literal["longcrawl64"] = "longcrawl64"
+    path: str = Field(min_length=1)
+    context: PositiveInt = 16384  # the paper's training context
+    tokenizer: FileOnly = None
+
+    @model_validator(mode="after")
+    def _gpt2_tokenizer(self):
+        if self.tokenizer is not None and self.tokenizer.vocab_size != LONGCRAWL64_VOCAB:
+            raise ValueError(f"tokenizer: LongCrawl64's ids are GPT-2's ({LONGCRAWL64_VOCAB} of them); "
+                             f"{self.tokenizer.path} has {self.tokenizer.vocab_size}: give GPT-2's tokenizer.json or none")
+        return self
+
+    @property
+    def vocab_needed(self) -> int:
+        """The ids the store's tokens take: GPT-2's."""
+        return LONGCRAWL64_VOCAB
 
 
 def tokenizer_vocab(tokenizer) -> int | None:
