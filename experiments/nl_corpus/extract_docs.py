@@ -111,18 +111,7 @@ def pgdoc():
     files = sorted(glob.glob(root + "/*.html"))
     files = [f for f in files if not re.search(r"/(bookindex|index|release-.*)\.html$", f)]
     # PostgreSQL's HTML is one page per section: merge consecutive pages of a chapter
-    docs = list(html_docs(root, files, "postgresql-docs", "postgresql-doc-15", min_doc=1))
-    cur, out = None, []
-    for dd in docs:
-        if cur and len(cur["text"].encode()) < MIN_DOC:
-            cur["text"] += "\n" + dd["text"]
-        else:
-            if cur:
-                out.append(cur)
-            cur = dd
-    if cur:
-        out.append(cur)
-    yield from out
+    yield from merge_small(html_docs(root, files, "postgresql-docs", "postgresql-doc-15", min_doc=1))
 
 
 def gitdoc():
@@ -184,18 +173,7 @@ def gimp():
     files = sorted(f for f in glob.glob(root + "/**/*.html", recursive=True) if not os.path.islink(f))
     files = [f for f in files if not re.search(r"/(index|ix01|glossary|bibliography)\.html$", f)]
     # GIMP help is one page per section: merge consecutive pages up to 8 KiB
-    docs = list(html_docs(root, files, "gimp-help", "gimp-help-en", min_doc=1))
-    cur, out = None, []
-    for dd in docs:
-        if cur and len(cur["text"].encode()) < MIN_DOC:
-            cur["text"] += "\n" + dd["text"]
-        else:
-            if cur:
-                out.append(cur)
-            cur = dd
-    if cur:
-        out.append(cur)
-    yield from out
+    yield from merge_small(html_docs(root, files, "gimp-help", "gimp-help-en", min_doc=1))
 
 
 def django():

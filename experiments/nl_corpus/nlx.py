@@ -342,17 +342,11 @@ class RUnpack:
             v = [self.item() for _ in range(n)]
             attr = self.item() if has_attr else None
             return v if typ == 16 else {"list": v, "attr": attr}
-        if typ in (13, 10):  # INTSXP, LGLSXP
+        if typ in (13, 10, 14):  # INTSXP, LGLSXP (4-byte ints), REALSXP (8-byte doubles)
             n = self.i32()
-            v = list(struct.unpack_from(">%di" % n, self.b, self.p))
-            self.p += 4 * n
-            if has_attr:
-                self.item()
-            return v
-        if typ == 14:  # REALSXP
-            n = self.i32()
-            v = list(struct.unpack_from(">%dd" % n, self.b, self.p))
-            self.p += 8 * n
+            code, size = ("d", 8) if typ == 14 else ("i", 4)
+            v = list(struct.unpack_from(">%d%s" % (n, code), self.b, self.p))
+            self.p += size * n
             if has_attr:
                 self.item()
             return v
