@@ -172,9 +172,9 @@ def start_ray_head(port: int, temp_dir: str, cpus: int = 2) -> subprocess.Popen:
 
 def stop_ray_head(head: subprocess.Popen) -> None:
     """Stops a `ray start --block` node (start_ray_head's, or a node that joined one): SIGTERM to
-    that process alone, which stops its Ray in order, in about 2 s; then whatever of its process
+    that process alone, which stops its Ray in order; then whatever of its process
     group is left is killed. (SIGTERM to the whole group reached the raylet and the GCS at once, and
-    the raylet then waited on the GCS gone beside it: 33-60 s a node, on a 2-core machine.)"""
+    the raylet then waited on the GCS gone beside it.)"""
     if head.poll() is None:
         head.send_signal(signal.SIGTERM)
         try:

@@ -133,7 +133,7 @@ def _trainer_class(torch_trainer: type) -> type:
     (the workbench's own Ray starts without one: local_ray). That detached actor, there to remove a
     run's placement group should its controller die, asks the State API whether the controller lives,
     which the dashboard serves: without one each ask hangs, and the controller's end waits 12 s for
-    the cleaner to stop at every run (a one-worker run of the launch check: 32 s, 17 s without it;
+    the cleaner to stop at every run (a Ray Train run of the launch check: 31.5-35.2 s, 17.1-22.2 s without it;
     docs/distributed.md). The placement group is still removed when the controller ends, and a local
     Ray ends with its study. On a cluster with a dashboard the trainer is Ray's own."""
     try:
