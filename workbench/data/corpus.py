@@ -226,6 +226,16 @@ def load_corpus(spec: CorpusData) -> DocumentData:
             break
     if not texts:
         raise SpecError(f"data: the corpus is empty (no non-empty files with suffixes {spec.suffixes} in {spec.paths or 'the standard library'})")
+    data = tokenized(texts, spec)
+    if spec.kind == "builtin":  # which files: the running Python's, so it differs between machines
+        data.info["corpus"] = {"sources": spec.sources, "python": platform.python_version(), "documents": len(texts),
+                               "characters": total, "sha256": corpus_digest(texts)}
+    return data
+
+
+def tokenized(texts: list[tuple[str, str]], spec) -> DocumentData:
+    """Named texts split by name (``split_documents``, ``spec.val_fraction``) and tokenized by
+    ``spec.tokenizer`` (byte, a BPE trained on the training split, or a tokenizer file)."""
     train_texts, val_texts = split_documents(texts, spec.val_fraction)
     if spec.tokenizer == "byte":
         tokenizer = ByteTokenizer()
@@ -238,9 +248,6 @@ def load_corpus(spec: CorpusData) -> DocumentData:
                         tokenizer.vocab_size, tokenizer, source="data")
     if hasattr(tokenizer, "identity"):  # a tokenizer file: its identity goes into the result
         data.info = {"tokenizer": tokenizer.identity()}
-    if spec.kind == "builtin":  # which files: the running Python's, so it differs between machines
-        data.info["corpus"] = {"sources": spec.sources, "python": platform.python_version(), "documents": len(texts),
-                               "characters": total, "sha256": corpus_digest(texts)}
     return data
 
 

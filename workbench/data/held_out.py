@@ -137,6 +137,9 @@ def advice(spec) -> str:
     if spec.kind == "text":
         more = [f"raise data.max_bytes (now {spec.max_bytes:,})"] if spec.max_bytes else []
         return "; ".join(["Add text to data.paths", *more, raise_fraction])
+    if spec.kind == "english":
+        larger = "Use the larger set (data.set: en-permissive); or " if spec.set == "core" else ""
+        return larger + (raise_fraction if larger else raise_fraction[0].upper() + raise_fraction[1:])
     if spec.kind == "tokens":
         return "Give a longer data.val file (half of its documents test; split at data.eot_token)"
     if spec.kind == "longcrawl64":

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from foxwb.workbench.data.corpus import MQARTask, load_corpus, load_tokens
 from foxwb.workbench.data.documents import load_documents
+from foxwb.workbench.data.english.read import load_english
 from foxwb.workbench.data.held_out import too_small
 from foxwb.workbench.data.longcrawl import load_longcrawl
 from foxwb.workbench.spec.data import LongCrawl64Data
@@ -14,6 +15,8 @@ def load_data(spec, vocab_size: int, seed: int):
     """The trial's data: DocumentData or MQARTask."""
     if spec.kind in ("hf_dataset", "table", "shards"):
         return load_documents(spec, vocab_size)
+    if spec.kind == "english":
+        return load_english(spec)
     if isinstance(spec, LongCrawl64Data):
         return load_longcrawl(spec, vocab_size)
     if isinstance(spec, MQARData):

