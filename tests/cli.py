@@ -206,6 +206,12 @@ def shared_ray() -> str:
     return _shared["address"]
 
 
+def shared_ray_head() -> subprocess.Popen:
+    """The `ray start --block` process of this pytest worker's cluster (shared_ray starts it)."""
+    shared_ray()
+    return _shared["head"]
+
+
 def stop_shared_ray() -> None:
     """Stops this worker's shared cluster if it started one (tests/conftest.py: at the session's end)."""
     if "head" in _shared:

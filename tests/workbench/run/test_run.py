@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -17,7 +16,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from tests.workbench.drivers import kill_session
-from tests.cli import BIN, free_port, start_ray_head, stop_ray_head, wb
+from tests.cli import BIN, free_port, shared_ray, shared_ray_head, start_ray_head, stop_ray_head, wb
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -100,15 +99,6 @@ def test_results_table_equals_the_store(quickstart):
     assert proc.returncode == 2 and "--metric 'loss'" in proc.stderr and "val_loss" in proc.stderr
 
 
-def test_adding_a_seed_runs_only_the_new_trials(tmp_path):
-    workdir = tmp_path / "w"
-    assert wb("run", write_study(tmp_path, seeds=(0,)), "--workdir", workdir).returncode == 0
-    proc = wb("run", write_study(tmp_path, seeds=(0, 1)), "--workdir", workdir)
-    assert proc.returncode == 0 and "2 already done, 2 to run" in proc.stderr
-    runs = trial_runs(workdir, "mini")[1]
-    assert len(runs) == 4 and len({r.data.tags["spec_hash"] for r in runs}) == 4
-
-
 def test_trials_run_seed_by_seed_so_a_stopped_study_leaves_whole_seeds():
     from foxwb.workbench.spec.errors import validate
     from foxwb.workbench.run.runner import run_order
@@ -124,22 +114,18 @@ def test_trials_run_seed_by_seed_so_a_stopped_study_leaves_whole_seeds():
 
 
 def test_a_driver_killed_mid_way_resumes_with_every_trial_finished_once(tmp_path):
-    """...and a Ray cluster that was up before (another user's) is up after: the test stops only
-    what it started, by its own handle."""
-    port = free_port()
-    bystander_dir = tempfile.mkdtemp(prefix="wbray-", dir="/tmp")
-    bystander = start_ray_head(port, bystander_dir)
-    try:
-        _killed_driver_resumes(tmp_path)
-        assert bystander.poll() is None
-        with socket.socket() as s:
-            assert s.connect_ex(("127.0.0.1", port)) == 0, "the other Ray cluster's GCS is gone"
-        status = subprocess.run([str(BIN / "ray"), "status", "--address", f"127.0.0.1:{port}"], capture_output=True,
-                                text=True, timeout=120, env={**os.environ, "RAY_AUTH_MODE": "token"})
-        assert status.returncode == 0, status.stderr[-2000:]
-    finally:
-        stop_ray_head(bystander)
-        shutil.rmtree(bystander_dir, ignore_errors=True)
+    """...and a Ray cluster that was up before (another user's: this pytest worker's, tests/cli.py's
+    shared_ray, a `ray start` head as any other) is up after: the test stops only what it started,
+    by its own handle."""
+    address = shared_ray()
+    bystander = shared_ray_head()
+    _killed_driver_resumes(tmp_path)
+    assert bystander.poll() is None
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", int(address.rsplit(":", 1)[1]))) == 0, "the other Ray cluster's GCS is gone"
+    status = subprocess.run([str(BIN / "ray"), "status", "--address", address], capture_output=True,
+                            text=True, timeout=120, env={**os.environ, "RAY_AUTH_MODE": "token"})
+    assert status.returncode == 0, status.stderr[-2000:]
 
 
 def _killed_driver_resumes(tmp_path):
@@ -263,43 +249,39 @@ def test_bad_study_files_write_nothing(tmp_path, case, expected):
         assert dry.returncode == 0 and f"note: `wb run` here stops at once: {expected}" in dry.stdout, dry.stdout
 
 
-def test_an_existing_ray_cluster_runs_the_study(tmp_path):
-    port = free_port()
-    # Ray's socket paths must stay short (108 bytes): a temp dir under /tmp, not under tmp_path.
-    temp_dir = tempfile.mkdtemp(prefix="wbray-", dir="/tmp")
-    head = start_ray_head(port, temp_dir)
-    try:
-        proc = wb("run", write_study(tmp_path, name="cluster"), "--workdir", tmp_path / "w",
-                  "--ray-address", f"127.0.0.1:{port}")
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        assert [r.info.status for r in trial_runs(tmp_path / "w", "cluster")[1]] == ["FINISHED", "FINISHED"]
-    finally:
-        stop_ray_head(head)
-        shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-def test_a_local_run_starts_its_own_ray_whatever_the_environment_points_at(tmp_path):
-    """Without --ray-address a study runs on a Ray of its own: a RAY_ADDRESS (or a stale record of
-    an old `ray start`) naming a cluster that is gone must not make it wait on that cluster."""
-    dead = f"127.0.0.1:{free_port()}"
-    proc = wb("run", write_study(tmp_path, name="own-ray"), "--workdir", tmp_path / "w", timeout=600,
-              env={**os.environ, "RAY_ADDRESS": dead})
+def test_an_existing_ray_cluster_runs_the_study_and_adding_a_seed_runs_only_the_new_trials(tmp_path):
+    """A driver process of its own joins a running `ray start` cluster: this pytest worker's
+    (tests/cli.py's shared_ray, started as start_ray_head starts one), not a head started and
+    stopped for this test alone (seconds of a 2-core machine each way, for the same cluster).
+    Then a seed added to the study runs only the new trials (a test of its own before, which ran
+    the same first study again)."""
+    workdir = tmp_path / "w"
+    proc = wb("run", write_study(tmp_path, name="cluster", seeds=(0,)), "--workdir", workdir, "--ray-address", shared_ray())
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert [r.info.status for r in trial_runs(tmp_path / "w", "own-ray")[1]] == ["FINISHED", "FINISHED"]
+    assert [r.info.status for r in trial_runs(workdir, "cluster")[1]] == ["FINISHED", "FINISHED"]
+    proc = wb("run", write_study(tmp_path, name="cluster", seeds=(0, 1)), "--workdir", workdir)
+    assert proc.returncode == 0 and "2 already done, 2 to run" in proc.stderr
+    runs = trial_runs(workdir, "cluster")[1]
+    assert len(runs) == 4 and len({r.data.tags["spec_hash"] for r in runs}) == 4
 
 
-def test_a_study_runs_where_polars_and_plotly_are_not_installed(tmp_path):
-    """The GPU machine has neither (only the readers need them): `wb run` and its trials must not
-    import them. Modules that raise on import stand in for the missing packages, driver and Ray
-    workers alike (PYTHONPATH reaches both)."""
+def test_a_local_run_starts_its_own_ray_whatever_the_environment_points_at_and_imports_no_readers(tmp_path):
+    """Without --ray-address a study runs on a Ray of its own: a RAY_ADDRESS (or a stale record of
+    an old `ray start`) naming a cluster that is gone must not make it wait on that cluster.
+    And the GPU machine has neither polars nor plotly (only the readers need them): `wb run` and its
+    trials must not import them. Modules that raise on import stand in for the missing packages,
+    driver and Ray workers alike (PYTHONPATH reaches both). One local run checks both (they were two
+    tests of one local run each, half a minute apiece on 2 cores)."""
+    dead = f"127.0.0.1:{free_port()}"
     blocked = tmp_path / "blocked"
     blocked.mkdir()
     for name in ("polars", "plotly"):
         (blocked / f"{name}.py").write_text(f"raise ImportError('{name} is not installed here')\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocked), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = wb("run", write_study(tmp_path, name="no-readers"), "--workdir", tmp_path / "w", timeout=600, env=env)
+    env = {**os.environ, "RAY_ADDRESS": dead,
+           "PYTHONPATH": os.pathsep.join([str(blocked), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = wb("run", write_study(tmp_path, name="own-ray"), "--workdir", tmp_path / "w", timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert [r.info.status for r in trial_runs(tmp_path / "w", "no-readers")[1]] == ["FINISHED", "FINISHED"]
+    assert [r.info.status for r in trial_runs(tmp_path / "w", "own-ray")[1]] == ["FINISHED", "FINISHED"]
 
 
 def test_mlflow_server_serves_the_study_with_runs_nested(quickstart):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.cli import shared_ray
 from tests.workbench.drivers import kill_session
 from tests.workbench.run.test_run import MINI_BASE, free_port, stop_ray_head, trial_runs, wb
 from foxwb.workbench.spec.errors import SpecError
@@ -89,17 +90,17 @@ def test_each_worker_takes_its_own_block_and_together_the_whole_step():
     assert [b.x for b in shard_batches(data, 0, 7, Shard(0, 1, 4, 3))][1].equal(whole[1])
 
 
-@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
-def test_two_workers_train_as_one_worker_does(local_ray, one_worker, tmp_path, parallel):
+def trains_as_one_worker_does(spec: TrialSpec, out: Path, one_worker) -> dict:
+    """``spec`` (2 workers) trained from scratch by run_workers into ``out``: the curve, validation loss
+    and tokens of the uninterrupted one-process run (one_worker); its result."""
     from foxwb.workbench.run.ray_train import run_workers
 
     reference, plain = one_worker
     ctrl_c = signal.getsignal(signal.SIGINT)
-    result = run_workers(tiny(workers=2, parallel=parallel), tmp_path, cpus=1)
+    result = run_workers(spec, out, cpus=1)
     assert signal.getsignal(signal.SIGINT) is ctrl_c  # Ray Train's handler does not outlive the fit
-    assert_same_curve(losses(tmp_path / "metrics.jsonl"), losses(reference / "metrics.jsonl"))
-    assert result["workers"] == 2 and result["parallel"] == parallel
-    assert result["spec_hash"] == plain["spec_hash"]  # workers and parallel are not the identity
+    assert_same_curve(losses(out / "metrics.jsonl"), losses(reference / "metrics.jsonl"))
+    assert result["workers"] == 2 and result["parallel"] == spec.train.parallel
     assert abs(result["val_loss"] - plain["val_loss"]) / plain["val_loss"] < 1e-4
     assert result["train_tokens"] == plain["train_tokens"] and result["tokens_per_s"] > 0
     # On a Ray without a dashboard the run has no PlacementGroupCleaner, whose stop waits 12 s on the
@@ -109,6 +110,15 @@ def test_two_workers_train_as_one_worker_does(local_ray, one_worker, tmp_path, p
 
     classes = {a["ActorClassName"].rsplit(".", 1)[-1] for a in ray._private.state.actors().values()}
     assert "TrainController" in classes and "PlacementGroupCleaner" not in classes, classes
+    return result
+
+
+def test_two_workers_train_as_one_worker_does(local_ray, one_worker, tmp_path):
+    """DDP here; FSDP's two workers from scratch are the first run of
+    test_an_fsdp_checkpoint_resumes_on_one_worker_and_a_one_worker_one_on_fsdp (one Ray Train run
+    for both checks, 20 s each on 2 cores)."""
+    result = trains_as_one_worker_does(tiny(workers=2, parallel="ddp"), tmp_path, one_worker)
+    assert result["spec_hash"] == one_worker[1]["spec_hash"]  # workers and parallel are not the identity
 
 
 def test_a_killed_two_worker_trial_resumes_on_one_worker(tmp_path):
@@ -161,9 +171,9 @@ def resumed_from_step_14(out: Path, first: list[dict], reference: list[float]) -
 
 
 def test_an_fsdp_checkpoint_resumes_on_one_worker_and_a_one_worker_one_on_fsdp(local_ray, one_worker, tmp_path):
-    """Written by 2 FSDP workers (gathered to the full state), a checkpoint resumes on 1 process;
-    written by 1 process, it resumes on 2 FSDP workers (each keeps its shard). Both end on the
-    uninterrupted curve."""
+    """Two FSDP workers from scratch train as one process does (trains_as_one_worker_does). Written
+    by them (gathered to the full state), a checkpoint resumes on 1 process; written by 1 process,
+    it resumes on 2 FSDP workers (each keeps its shard). Both end on the uninterrupted curve."""
     from foxwb.workbench.run.ray_train import run_workers
     from foxwb.workbench.train.trial import run_trial
 
@@ -171,9 +181,12 @@ def test_an_fsdp_checkpoint_resumes_on_one_worker_and_a_one_worker_one_on_fsdp(l
     spec = tiny(checkpoint_every_tokens=7 * 12 * 32)
 
     fsdp = tmp_path / "fsdp"
-    run_workers(tiny(checkpoint_every_tokens=7 * 12 * 32, workers=2, parallel="fsdp", keep_weights=False), fsdp, cpus=1)
+    two = trains_as_one_worker_does(tiny(checkpoint_every_tokens=7 * 12 * 32, workers=2, parallel="fsdp",
+                                         keep_weights=False), fsdp, one_worker)
     first = stop_after_step_14(fsdp)
-    assert run_trial(spec, fsdp)["workers"] == 1
+    resumed = run_trial(spec, fsdp)
+    assert resumed["workers"] == 1
+    assert two["spec_hash"] == resumed["spec_hash"]  # workers, parallel and keep_weights are not the identity
     resumed_from_step_14(fsdp, first, reference)
 
     one = tmp_path / "one"
@@ -222,13 +235,14 @@ def write_mixed_study(tmp_path: Path, name: str, **resources) -> Path:
     return path
 
 
-def test_a_study_mixes_one_and_two_worker_trials_and_records_each_once(tmp_path):
-    study = write_mixed_study(tmp_path, "mixed", workers=2)
-    proc = wb("run", study, "--workdir", tmp_path / "w", "--progress-seconds", "0.5", timeout=400)  # tests/cli.py's cluster
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    again = wb("run", study, "--workdir", tmp_path / "w")
+def assert_mixed_study_recorded_each_once(study: Path, workdir: Path) -> None:
+    """The mixed study (write_mixed_study, workers=2) run into ``workdir``: a rerun on this pytest
+    worker's cluster (tests/cli.py) has nothing to run; each trial is recorded once with its worker
+    count, every step once from rank 0 only; the table and the dashboard show the workers per row.
+    (Its run is the two-node test's: one run of the study where there were two, one per test.)"""
+    again = wb("run", study, "--workdir", workdir)
     assert again.returncode == 0 and "0 to run" in again.stderr, again.stderr[-2000:]
-    client, runs = trial_runs(tmp_path / "w", "mixed")
+    client, runs = trial_runs(workdir, "mixed")
     by_variant = {r.data.tags["variant"]: r for r in runs}
     assert len(runs) == 2 and set(by_variant) == {"FoX (Pro)", "no gate"}
     assert {r.info.status for r in runs} == {"FINISHED"}
@@ -244,13 +258,13 @@ def test_a_study_mixes_one_and_two_worker_trials_and_records_each_once(tmp_path)
     from foxwb.workbench.analysis.runs import trial_runs as runs_frame
     from foxwb.workbench.analysis.table import study_info, study_table
 
-    frame = runs_frame(tmp_path / "w", "mixed")
+    frame = runs_frame(workdir, "mixed")
     rows = {r["variant"]: r["workers"] for r in study_table(frame, study_info("mixed", frame)).to_dicts()}
     assert rows == {"FoX (Pro)": [2], "no gate": [1]}  # numbers, in the JSON too
     # And so does the dashboard's (its Workers column, dashboards/figures.py's ablation table).
-    built = wb("dashboard", "--workdir", tmp_path / "w", "--study", "mixed", "--out", tmp_path / "site")
+    built = wb("dashboard", "--workdir", workdir, "--study", "mixed", "--out", workdir.parent / "site")
     assert built.returncode == 0, built.stderr[-2000:]
-    page = next((tmp_path / "site").glob("study-mixed-*.html")).read_text()
+    page = next((workdir.parent / "site").glob("study-mixed-*.html")).read_text()
     head = re.search(r'<table class="ablation"><thead>(.*?)</thead>', page).group(1)
     assert re.findall(r"<th[^>]*>(.*?)</th>", head)[-1] == "Workers"
     cells = {name: re.findall(r'<td class="num workers">(.*?)</td>', row)
@@ -261,20 +275,17 @@ def test_a_study_mixes_one_and_two_worker_trials_and_records_each_once(tmp_path)
 def test_a_multi_worker_trial_whose_folder_is_in_use_is_not_trained_twice(tmp_path):
     """The folder lock a one-process trial takes holds for a trial of two workers as well: while
     another process trains its folder, the study records it FAILED with the reason and trains the
-    rest; no worker writes a checkpoint there."""
+    rest; no worker writes a checkpoint there. (The driver is a process of its own, on this pytest
+    worker's cluster: tests/cli.py.)"""
     from foxwb.workbench.spec.study import load_study
     from foxwb.workbench.train.folder_lock import FolderLock
     from foxwb.workbench.spec.study import expand
 
     study = write_mixed_study(tmp_path, "locked", workers=2)
     two = next(t for t in expand(load_study(str(study))) if t.spec.train.workers == 2)
-    temp_dir = tempfile.mkdtemp(prefix="wbm-", dir="/tmp")
-    try:
-        with FolderLock(tmp_path / "w" / "trials" / two.spec_hash) as lock:
-            assert lock.held
-            proc = wb("run", study, "--workdir", tmp_path / "w", env=ray_env(temp_dir), timeout=400)
-    finally:
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    with FolderLock(tmp_path / "w" / "trials" / two.spec_hash) as lock:
+        assert lock.held
+        proc = wb("run", study, "--workdir", tmp_path / "w", "--ray-address", shared_ray(), timeout=400)
     assert proc.returncode == 1, proc.stderr[-3000:]
     runs = {r.data.tags["variant"]: r for r in trial_runs(tmp_path / "w", "locked")[1]}
     assert runs["FoX (Pro)"].info.status == "FAILED"
@@ -323,7 +334,9 @@ def wait_for_nodes(address: str, n: int) -> None:
 
 def test_a_two_node_cluster_spreads_a_trial_and_refuses_more_gpus_than_it_has(tmp_path):
     """Two `ray start` nodes on 127.0.0.1 of one CPU each (the head declares one GPU): a 2-worker
-    trial of one CPU per worker fits only across both; 2 workers of a GPU each are refused."""
+    trial of one CPU per worker fits only across both; 2 workers of a GPU each are refused. The
+    study mixes one- and two-worker trials and records each once (assert_mixed_study_recorded_each_once:
+    one run of the study serves both, each took a minute on 2 cores)."""
     port = free_port()
     temp_dir = tempfile.mkdtemp(prefix="wbn-", dir="/tmp")
     address = f"127.0.0.1:{port}"
@@ -337,13 +350,15 @@ def test_a_two_node_cluster_spreads_a_trial_and_refuses_more_gpus_than_it_has(tm
                   "--ray-address", address)
         assert gpus.returncode == 2 and "needs 2 GPUs; the Ray cluster has 1" in gpus.stderr, gpus.stderr[-2000:]
         assert not (tmp_path / "g" / "mlflow.db").exists()
-        proc = wb("run", write_mixed_study(tmp_path, "nodes", workers=2), "--workdir", tmp_path / "w",
-                  "--ray-address", address, timeout=400)
+        study = write_mixed_study(tmp_path, "mixed", workers=2)
+        proc = wb("run", study, "--workdir", tmp_path / "w", "--ray-address", address, "--progress-seconds", "0.5",
+                  timeout=400)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        runs = trial_runs(tmp_path / "w", "nodes")[1]
+        runs = trial_runs(tmp_path / "w", "mixed")[1]
         assert sorted(r.data.tags["workers"] for r in runs) == ["1", "2"]
         assert {r.info.status for r in runs} == {"FINISHED"}
     finally:
         for node in reversed(nodes):
             stop_ray_head(node)
         shutil.rmtree(temp_dir, ignore_errors=True)
+    assert_mixed_study_recorded_each_once(study, tmp_path / "w")

@@ -59,8 +59,9 @@ def test_a_file_as_workdir_is_refused_by_every_command(tmp_path):
     study = write_study(tmp_path)
     (tmp_path / "w").write_text("not a folder")
     for command in (("run", study), ("results", study), ("status", study), ("dashboard",)):
-        one_error(wb(*command, "--workdir", tmp_path / "w", timeout=120), "--workdir", 2)
-        assert "is a file, not a folder" in wb(*command, "--workdir", tmp_path / "w", timeout=120).stderr
+        proc = wb(*command, "--workdir", tmp_path / "w", timeout=120)
+        one_error(proc, "--workdir", 2)
+        assert "is a file, not a folder" in proc.stderr
 
 
 def test_a_read_only_workdir_or_store_is_refused_before_anything_runs(tmp_path, read_only):
