@@ -176,7 +176,7 @@ def test_an_unknown_kind_of_a_design_or_data_names_the_kinds_its_union_has():
     with pytest.raises(SpecError) as err:
         validate(TrialSpec, {"data": {"kind": "mqr", "context": 32}}, "trial.yaml")
     assert str(err.value) == ("trial.yaml: 1 problem\n  data.kind: unknown kind 'mqr'; kinds: builtin, text, tokens, "
-                              "mqar, hf_dataset, table, shards, longcrawl64; did you mean 'mqar'?")
+                              "mqar, hf_dataset, table, shards, longcrawl64, english; did you mean 'mqar'?")
 
 
 def test_a_third_party_package_adds_a_kind_through_the_entry_point(tmp_path):
