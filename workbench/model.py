@@ -53,6 +53,7 @@ class Attention(nn.Module):
         self.output_gate = slots.output_gate.build(dims)
         self.wo = nn.Linear(d, d, bias=False)
         self.log_pruning_tolerance = slots.log_pruning_tolerance
+        self.window = slots.window
 
     def _input_projections(self) -> dict[str, dict[str, nn.Linear]]:
         """slot -> {name: Linear of x} of each module that declares input_projections()
@@ -172,7 +173,7 @@ class Attention(nn.Module):
         B, T, d = x.shape  # x is the pre-normed block input
         q, k, v, log_f, projected = self.attention_inputs(x)
         o = forgetting_attention(q, k, v, log_f, backend=self.execution.attention_backend,
-                                 log_pruning_tolerance=self.log_pruning_tolerance)  # (B, T, H, D)
+                                 log_pruning_tolerance=self.log_pruning_tolerance, window=self.window)  # (B, T, H, D)
         if self.output_norm is not None:
             o = self.output_norm(o)
         if self.output_gate is not None:

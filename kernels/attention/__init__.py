@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from foxwb.kernels.attention.naive import forgetting_attention_naive
+from foxwb.kernels.attention.naive import check_window, forgetting_attention_naive
 from foxwb.kernels.attention.pruning import check_tolerance
 
 BACKENDS = ("auto", "triton", "reference")
@@ -26,6 +26,7 @@ def forgetting_attention(
     scale: float | None = None,
     backend: str = "auto",
     log_pruning_tolerance: float | None = None,
+    window: int | None = None,
 ) -> torch.Tensor:
     """Causal softmax attention with a forget gate.
 
@@ -39,8 +40,14 @@ def forgetting_attention(
     tiles whose decay makes them negligible; each row loses less than eps of its attention mass.
     It assumes log f <= 0 (a forget gate: f in (0, 1]). The reference backend always computes
     every entry (error 0 <= eps).
+
+    ``window`` (W, a positive int; None = full causal): query i sees only the keys i - W < j <= i,
+    with or without a gate (log_f=None and a window is a sliding-window Transformer). Every
+    backend honours it; the Triton kernels skip the key/query tiles outside the band (on sm_90 a
+    call with a window runs the Triton kernels, not the Gluon ones). Not with a pruning tolerance.
     """
     check_tolerance(log_pruning_tolerance)
+    check_window(window, log_pruning_tolerance)
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}; allowed: {', '.join(BACKENDS)}")
     if q.ndim != 4 or k.shape != q.shape or v.shape != q.shape:
@@ -50,7 +57,7 @@ def forgetting_attention(
             raise ValueError(f"log_f must be (B, T, H) = {tuple(q.shape[:3])}, got {tuple(log_f.shape)}")
         if log_f.dtype != torch.float32:
             raise ValueError(f"log_f must be float32 (its cumsum needs the precision), got {log_f.dtype}")
-    if log_f is None and backend == "auto":
+    if log_f is None and backend == "auto" and window is None:
         # Plain causal attention goes to SDPA (flash/cuDNN on GPU): (B, H, T, D) views for SDPA, no copies.
         out = F.scaled_dot_product_attention(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, scale=scale
@@ -60,8 +67,9 @@ def forgetting_attention(
         # Imported here: Triton reads TRITON_INTERPRET when it first decorates a kernel.
         from foxwb.kernels.attention.op import forgetting_attention_triton
 
-        return forgetting_attention_triton(q, k, v, log_f, scale=scale, log_pruning_tolerance=log_pruning_tolerance)
-    return forgetting_attention_naive(q, k, v, log_f, scale=scale)
+        return forgetting_attention_triton(q, k, v, log_f, scale=scale, log_pruning_tolerance=log_pruning_tolerance,
+                                           window=window)
+    return forgetting_attention_naive(q, k, v, log_f, scale=scale, window=window)
 
 
 __all__ = ["BACKENDS", "forgetting_attention", "forgetting_attention_naive"]

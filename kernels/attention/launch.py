@@ -6,6 +6,10 @@ decay matrix is never formed), then the attention kernel. Backward: dq_kernel, d
 Hopper its Gluon twin, gluon_bwd.py, where ``GLUON_BWD`` and its table say), and the reverse scan
 that turns dL/dc into dL/d log f in place.
 
+A sliding window (``window`` W: query i sees keys i - W < j <= i) reaches the Triton kernels as
+the runtime int ``W`` (one compiled kernel serves every W) beside the constexpr flag ``WINDOW``.
+The Gluon kernels have no window: a call with one runs the Triton kernels (use_gluon).
+
 On sm_90+ GPUs the kernels read q, k, v, O and dO through TMA tensor descriptors (``use_tma``)
 when the tensors' layout allows one (fp16/bf16, head dim 16-128, each (B, T) row's heads side by
 side: a (B * T, H * D) view with 16-byte aligned rows, as (B, T, H, D) contiguous tensors and
@@ -74,10 +78,14 @@ def _gluon_importable() -> bool:
     return True
 
 
-def use_gluon(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *more: torch.Tensor, backward: bool = False) -> bool:
+def use_gluon(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *more: torch.Tensor, backward: bool = False,
+              window: int | None = None) -> bool:
     """Whether the forward on these (B, T, H, D) tensors runs the Gluon kernel (GLUON_FWD), or with
-    ``backward`` the dK/dV kernel does (GLUON_BWD; ``more``: o and dO, also read through TMA)."""
+    ``backward`` the dK/dV kernel does (GLUON_BWD; ``more``: o and dO, also read through TMA).
+    Never with a sliding ``window``: the Gluon kernels have none, the Triton kernels do."""
     setting, table = (GLUON_BWD, GLUON_BWD_TILES) if backward else (GLUON_FWD, None)
+    if window is not None:
+        return False
     if setting is False or runtime.INTERPRET or not q.is_cuda or q.dtype == torch.float32:
         return False
     if not use_tma(q, k, v, *more):
@@ -146,14 +154,15 @@ def _launch_params(q: torch.Tensor):
     return dict(D=D, BLOCK_D=block_d, UPCAST=interpret, PRECISION=precision, EXACT=q.dtype == torch.float32)
 
 
-def forward(q, k, v, c, sm_scale, cfg: KernelConfig, starts: torch.Tensor | None = None):
+def forward(q, k, v, c, sm_scale, cfg: KernelConfig, starts: torch.Tensor | None = None, window: int | None = None):
     """c: gate_cumsum(log f), or None without a gate; starts: each query tile's first key under
-    pruning (prune_forward), or None. -> o, lse (B * H, T) fp32 in log2 units."""
+    pruning (prune_forward), or None; window: W keys per query, or None. -> o, lse (B * H, T) fp32
+    in log2 units."""
     B, T, H, D = q.shape
     o = runtime.empty(q)
     lse = runtime.empty(q, (B * H, T), torch.float32)
     has_gate = c is not None
-    if use_gluon(q, k, v):
+    if use_gluon(q, k, v, window=window):
         _forward_gluon(q, k, v, c, o, lse, sm_scale, starts)
         return o, lse
     tma = _tma_launch(q, k, v)
@@ -161,9 +170,9 @@ def forward(q, k, v, c, sm_scale, cfg: KernelConfig, starts: torch.Tensor | None
     fwd_kernel[(triton.cdiv(T, m), B * H)](
         *_operands(tma, (q, m), (k, n), (v, n)), c if has_gate else lse, o, lse, lse if starts is None else starts,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o),
-        T, H, sm_scale, HAS_GATE=has_gate, BLOCK_M=m, BLOCK_N=n,
+        T, H, sm_scale, window or 0, HAS_GATE=has_gate, BLOCK_M=m, BLOCK_N=n,
         num_warps=cfg.fwd.num_warps, num_stages=cfg.fwd.num_stages, AHEAD=cfg.fwd_ahead, PRUNE=starts is not None,
-        TMA=tma, **_launch_params(q),
+        TMA=tma, WINDOW=window is not None, **_launch_params(q),
     )
     return o, lse
 
@@ -230,41 +239,49 @@ def prune_forward(q, k, v, c, sm_scale, log_eps: float, cfg: KernelConfig):
     return delta, starts
 
 
-def forward_gated(q, k, v, log_f, sm_scale, cfg: KernelConfig, log_eps: float | None = None):
+def forward_gated(q, k, v, log_f, sm_scale, cfg: KernelConfig, log_eps: float | None = None,
+                  window: int | None = None):
     """The gate's cumsum, then the forward: -> o, lse, c (None without a gate), the pruning
-    threshold delta (B * H,) (None without pruning)."""
+    threshold delta (B * H,) (None without pruning). window: W keys per query, or None; not
+    together with pruning (the entry point refuses the pair)."""
+    if window is not None and log_eps is not None:
+        raise ValueError("window and log_pruning_tolerance cannot be combined: set one of them")
     c = None if log_f is None else gate_cumsum(log_f)
     # Pruning needs a gate to decay by; without one (or without a tolerance) nothing is skipped.
     delta, starts = prune_forward(q, k, v, c, sm_scale, log_eps, cfg) if (c is not None and log_eps is not None) else (None, None)
-    return (*forward(q, k, v, c, sm_scale, cfg, starts), c, delta)
+    return (*forward(q, k, v, c, sm_scale, cfg, starts, window), c, delta)
 
 
 def launch_dq(q, k, v, c, o, do, lse, delta, dq, dc, starts, sm_scale, cfg: KernelConfig, tma: bool,
-               prune: bool) -> None:
+               prune: bool, window: int | None = None) -> None:
     """dq_kernel: dQ into dq, delta = rowsum(O dO) into delta, and with a gate (c not None) rowsum(dS)
-    into dc. starts: the pruning bounds where ``prune``, else any fp32 tensor (never read)."""
+    into dc. starts: the pruning bounds where ``prune``, else any fp32 tensor (never read);
+    window: W keys per query, or None."""
     B, T, H, D = q.shape
     m, n = cfg.dq.block_m, cfg.dq.block_n
     dq_kernel[(triton.cdiv(T, m), B * H)](
         *_operands(tma, (q, m), (k, n), (v, n)), lse if c is None else c, *_operands(tma, (o, m), (do, m)), lse,
         delta, dq, lse if c is None else dc, starts,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(o), *_strides4(do), *_strides4(dq),
-        T, H, sm_scale, HAS_GATE=c is not None, BLOCK_M=m, BLOCK_N=n,
-        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, PRUNE=prune, TMA=tma, **_launch_params(q),
+        T, H, sm_scale, window or 0, HAS_GATE=c is not None, BLOCK_M=m, BLOCK_N=n,
+        num_warps=cfg.dq.num_warps, num_stages=cfg.dq.num_stages, PRUNE=prune, TMA=tma, WINDOW=window is not None,
+        **_launch_params(q),
     )
 
 
 def launch_dkdv(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, cfg: KernelConfig, tma: bool,
-                 prune: bool) -> None:
-    """dkdv_kernel: dK, dV into dk, dv, and with a gate (c not None) colsum(dS) subtracted from dc."""
+                 prune: bool, window: int | None = None) -> None:
+    """dkdv_kernel: dK, dV into dk, dv, and with a gate (c not None) colsum(dS) subtracted from dc;
+    window: W keys per query, or None."""
     B, T, H, D = q.shape
     m, n = cfg.dkdv.block_m, cfg.dkdv.block_n
     dkdv_kernel[(triton.cdiv(T, n), B * H)](
         *_operands(tma, (q, m), (k, n), (v, n)), lse if c is None else c, *_operands(tma, (do, m)), lse, delta,
         dk, dv, lse if c is None else dc, stops,
         *_strides4(q), *_strides4(k), *_strides4(v), *_strides4(do), *_strides4(dk), *_strides4(dv),
-        T, H, sm_scale, HAS_GATE=c is not None, BLOCK_M=m, BLOCK_N=n,
-        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, PRUNE=prune, TMA=tma, **_launch_params(q),
+        T, H, sm_scale, window or 0, HAS_GATE=c is not None, BLOCK_M=m, BLOCK_N=n,
+        num_warps=cfg.dkdv.num_warps, num_stages=cfg.dkdv.num_stages, PRUNE=prune, TMA=tma, WINDOW=window is not None,
+        **_launch_params(q),
     )
 
 
@@ -293,25 +310,26 @@ def dkdv_tiles(q: torch.Tensor, cfg: KernelConfig, gluon: bool) -> tuple[int, in
     return cfg.dkdv.block_m, cfg.dkdv.block_n
 
 
-def backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.Tensor | None = None):
+def backward(do, q, k, v, c, o, lse, sm_scale, cfg: KernelConfig, prune: torch.Tensor | None = None,
+             window: int | None = None):
     """-> dq, dk, dv, and d log f (B, T, H) over (B, H, T) memory (None without a gate). prune: the
-    forward's pruning threshold, or None."""
+    forward's pruning threshold, or None; window: the forward's, or None."""
     B, T, H, D = q.shape
     has_gate = c is not None
     prune = prune if has_gate else None
     delta = runtime.empty(lse)
     dc = runtime.empty(lse) if has_gate else None
     dq, dk, dv = runtime.empty(q), runtime.empty(k), runtime.empty(v)
-    gluon = use_gluon(q, k, v, o, do, backward=True)
+    gluon = use_gluon(q, k, v, o, do, backward=True, window=window)
     starts = stops = lse
     if prune is not None:
         starts, stops = tile_bounds(c, prune, (cfg.dq.block_m, cfg.dq.block_n), dkdv_tiles(q, cfg, gluon))
     tma = _tma_launch(q, k, v, o, do)
-    launch_dq(q, k, v, c, o, do, lse, delta, dq, dc, starts, sm_scale, cfg, tma, prune is not None)
+    launch_dq(q, k, v, c, o, do, lse, delta, dq, dc, starts, sm_scale, cfg, tma, prune is not None, window)
     if gluon:
         launch_dkdv_gluon(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, prune is not None)
     else:
-        launch_dkdv(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, cfg, tma, prune is not None)
+        launch_dkdv(q, k, v, c, do, lse, delta, dk, dv, dc, stops, sm_scale, cfg, tma, prune is not None, window)
     if not has_gate:
         return dq, dk, dv, None
     # dC now holds rowsum(dS) - colsum(dS) = dL/dc; dL/d log f_t = sum over u >= t of dL/dc_u.

@@ -1,8 +1,9 @@
 """Naive forgetting attention: the ground truth every faster path is tested against.
 
 O = softmax(s * Q K^T + D) V with D_ij = c_i - c_j for j <= i (else -inf), c = cumsum(log f) in
-fp32 over the sequence (docs/fox-notes.md, "Forgetting attention"). Materialises the (T, T) scores: for tests and small
-CPU runs only.
+fp32 over the sequence (docs/fox-notes.md, "Forgetting attention"). With a ``window`` W, also -inf
+for j <= i - W: query i sees the W keys i - W < j <= i (a sliding-window Transformer without a
+gate). Materialises the (T, T) scores: for tests and small CPU runs only.
 """
 from __future__ import annotations
 
@@ -62,9 +63,12 @@ def forgetting_attention_naive(
     *,
     scale: float | None = None,
     compute_dtype: torch.dtype = torch.float32,
+    window: int | None = None,
 ) -> torch.Tensor:
-    """q, k, v: (B, T, H, D); log_f: (B, T, H) or None (plain causal). Returns (B, T, H, D) in q's
-    dtype; the math runs in ``compute_dtype`` (fp64 for the strictest references)."""
+    """q, k, v: (B, T, H, D); log_f: (B, T, H) or None (plain causal); window: W keys per query
+    (i - W < j <= i), or None for all j <= i. Returns (B, T, H, D) in q's dtype; the math runs in
+    ``compute_dtype`` (fp64 for the strictest references)."""
+    check_window(window)
     B, T, H, D = q.shape
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     qf, kf, vf = (t.to(compute_dtype) for t in (q, k, v))
@@ -72,21 +76,41 @@ def forgetting_attention_naive(
     if log_f is not None:
         c = _gate_cumsum(log_f).to(compute_dtype)  # (B, H, T)
         scores = scores + (c[..., :, None] - c[..., None, :])
-    causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-    scores = scores.masked_fill(~causal, float("-inf"))
+    seen = band_mask(T, window, q.device)  # (T, T): True where query i sees key j
+    scores = scores.masked_fill(~seen, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     return torch.einsum("bhij,bjhd->bihd", probs, vf).to(q.dtype)
 
 
+def check_window(window: int | None, log_pruning_tolerance: float | None = None) -> None:
+    """A clear ValueError unless ``window`` is None or a positive int, and unless it comes without
+    a pruning tolerance (the pair is not implemented)."""
+    if window is None:
+        return
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window={window!r}; allowed: a positive int (keys per query) or None (full causal)")
+    if log_pruning_tolerance is not None:
+        raise ValueError(f"window={window} and log_pruning_tolerance={log_pruning_tolerance} cannot be combined: "
+                         "set one of them")
+
+
+def band_mask(T: int, window: int | None, device=None) -> torch.Tensor:
+    """(T, T) bool, True where query i sees key j: j <= i, and i - j < window when one is given."""
+    i = torch.arange(T, device=device)[:, None]
+    j = torch.arange(T, device=device)[None, :]
+    return (j <= i) if window is None else (j <= i) & (i - j < window)
+
+
 @torch.no_grad()
 def forgetting_attention_grads_chunked(
-    q, k, v, log_f, do, *, scale=None, chunk=1024, dtype=torch.float64, cumsum_dtype=torch.float32
+    q, k, v, log_f, do, *, scale=None, chunk=1024, dtype=torch.float64, cumsum_dtype=torch.float32, window=None
 ):
     """Output and all four gradients by the explicit formulas of docs/fox-notes.md, "The backward", in ``dtype``
     and in query chunks, so an fp64 reference fits in memory at 64k tokens.
 
     ``cumsum_dtype`` fp32 gives the naive reference's semantics; fp64 measures what the fp32 cumsum
-    costs. Returns (o, dq, dk, dv, dlog_f) in ``dtype``; shapes as the inputs. log_f may be None.
+    costs. ``window``: as forgetting_attention_naive's. Returns (o, dq, dk, dv, dlog_f) in
+    ``dtype``; shapes as the inputs. log_f may be None.
     """
     B, T, H, D = q.shape
     scale = 1.0 / math.sqrt(D) if scale is None else scale
@@ -101,7 +125,10 @@ def forgetting_attention_grads_chunked(
         if c is not None:
             s += c[:, :, i0:i1, None] - c[:, :, None, :i1]
         rows = torch.arange(i0, i1, device=q.device)[:, None]
-        s.masked_fill_(rows < torch.arange(i1, device=q.device)[None, :], float("-inf"))
+        cols = torch.arange(i1, device=q.device)[None, :]
+        s.masked_fill_(rows < cols, float("-inf"))
+        if window is not None:
+            s.masked_fill_(rows - cols >= window, float("-inf"))
         p = torch.softmax(s, dim=-1)
         o[:, :, i0:i1] = p @ v[:, :, :i1]
         dp = do[:, :, i0:i1] @ v[:, :, :i1].transpose(-1, -2)

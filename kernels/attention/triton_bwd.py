@@ -10,7 +10,10 @@ colsum_t(dS). Two kernels, launched in this order:
 - ``dkdv_kernel`` (one program per key tile) writes dK, dV and subtracts colsum(dS) from dC.
 
 With ``PRUNE`` (adaptive computation pruning, pruning.py) dQ starts its key loop and dK/dV
-ends its query loop at per-tile bounds computed for their own tile sizes.
+ends its query loop at per-tile bounds computed for their own tile sizes. With ``WINDOW`` (query i
+sees keys i - W < j <= i; W a runtime int) both loops are bounded by the band the same way: dQ
+starts at the key tile of its first row's window, dK/dV stops after the query tile of its last
+key's, and the tiles that straddle the band's far edge are masked.
 
 7 matmuls per tile pair, no atomics: a variant that accumulated dQ with fp32 atomic adds inside the
 dK/dV loop (5 matmuls, as FlashAttention-2 does) measured 1.26-1.38x slower on every benchmark
@@ -34,10 +37,10 @@ from foxwb.kernels.attention.triton_tiles import LOG2E, decay_log2, load_c, load
 
 @triton.jit
 def _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
-                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, lo, hi,
+                stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, lo, hi, W,
                 MASKED: tl.constexpr, CHECK_T: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr,
                 D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
+                UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr, WINDOW: tl.constexpr):
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(lo, hi, BLOCK_M):
         start_m = tl.multiple_of(start_m, BLOCK_M)
@@ -56,7 +59,11 @@ def _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
                 lse -= decay_log2(C, rows, c_ref, T)
                 s_t -= ck[:, None]
         if MASKED:
-            s_t = tl.where(rows[None, :] >= offs_n[:, None], s_t, float("-inf"))
+            if WINDOW:
+                seen = (rows[None, :] >= offs_n[:, None]) & (rows[None, :] - offs_n[:, None] < W)
+            else:
+                seen = rows[None, :] >= offs_n[:, None]
+            s_t = tl.where(seen, s_t, float("-inf"))
         p_t = tl.math.exp2(s_t - lse[None, :])
         dv += tl.dot(p_t.to(do.dtype), do, input_precision=PRECISION)
         dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
@@ -75,10 +82,11 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC, STOPS,
                 stride_dob, stride_dot, stride_doh, stride_dod,
                 stride_dkb, stride_dkt, stride_dkh, stride_dkd,
                 stride_dvb, stride_dvt, stride_dvh, stride_dvd,
-                T, H, sm_scale,
+                T, H, sm_scale, W,
                 HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                UPCAST: tl.constexpr, PRECISION: tl.constexpr, PRUNE: tl.constexpr, TMA: tl.constexpr):
+                UPCAST: tl.constexpr, PRECISION: tl.constexpr, PRUNE: tl.constexpr, TMA: tl.constexpr,
+                WINDOW: tl.constexpr):
     start_n = tl.program_id(0)  # the first key tiles see the most queries: they launch first
     bh = tl.program_id(1)
     b = bh // H
@@ -121,15 +129,22 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC, STOPS,
     if PRUNE:
         hi = tl.load(STOPS + bh * tl.num_programs(0) + start_n)
     full = mid + (hi - mid) // BLOCK_M * BLOCK_M
+    if WINDOW:
+        # The rows that see a key of this tile end at its last key + W - 1: hi stops after that
+        # row's tile. The query tiles [mid, full) see every key of this tile (each row within W of
+        # its first key); [full, hi) straddle the window's far edge (or T) and are masked.
+        hi = tl.minimum(tl.cdiv((start_n + 1) * BLOCK_N + W - 1, BLOCK_M) * BLOCK_M, T)
+        full = mid + (hi - mid) // BLOCK_M * BLOCK_M
+        full = tl.maximum(tl.minimum(full, (start_n * BLOCK_N + W) // BLOCK_M * BLOCK_M), mid)
     dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
-                               stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, lo, mid,
-                               True, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA)
+                               stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, lo, mid, W,
+                               True, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA, WINDOW)
     dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
-                               stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, mid, full,
-                               False, False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA)
+                               stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, mid, full, W,
+                               False, False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA, False)
     dk, dv, dcol = _dkdv_tiles(dk, dv, dcol, k, v, ck, offs_n, Q, DO, C, LSE, DELTA, row0, col,
-                               stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, full, hi,
-                               False, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA)
+                               stride_qt, stride_qd, stride_dot, stride_dod, c_ref, T, qk_scale, full, hi, W,
+                               WINDOW, True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_M, UPCAST, PRECISION, TMA, WINDOW)
     store_rows(DK + b * stride_dkb + h * stride_dkh, offs_n, stride_dkt, stride_dkd, dk * sm_scale, T, D, BLOCK_D)
     store_rows(DV + b * stride_dvb + h * stride_dvh, offs_n, stride_dvt, stride_dvd, dv, T, D, BLOCK_D)
     if HAS_GATE:
@@ -140,9 +155,10 @@ def dkdv_kernel(Q, K, V, C, DO, LSE, DELTA, DK, DV, DC, STOPS,
 
 @triton.jit
 def _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, row0, col,
-              stride_kt, stride_kd, stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, hi,
+              stride_kt, stride_kd, stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, hi, W,
               MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-              BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
+              BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr,
+              WINDOW: tl.constexpr):
     offs_n0 = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
@@ -150,8 +166,8 @@ def _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, row0, col,
         # Tiles below the diagonal lie wholly before T: their loads need no row mask.
         k = load_tile(K, row0, col, start_n, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, MASKED, TMA)
         v = load_tile(V, row0, col, start_n, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, MASKED, TMA)
-        s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale,
-                       MASKED, HAS_GATE, EXACT, PRECISION)  # (BM, BN)
+        s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale, W,
+                       MASKED, HAS_GATE, EXACT, PRECISION, WINDOW)  # (BM, BN)
         p = tl.math.exp2(s - lse[:, None])
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
         ds = p * (dp - delta[:, None])
@@ -169,10 +185,11 @@ def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC, STARTS,
               stride_ob, stride_ot, stride_oh, stride_od,
               stride_dob, stride_dot, stride_doh, stride_dod,
               stride_dqb, stride_dqt, stride_dqh, stride_dqd,
-              T, H, sm_scale,
+              T, H, sm_scale, W,
               HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              UPCAST: tl.constexpr, PRECISION: tl.constexpr, PRUNE: tl.constexpr, TMA: tl.constexpr):
+              UPCAST: tl.constexpr, PRECISION: tl.constexpr, PRUNE: tl.constexpr, TMA: tl.constexpr,
+              WINDOW: tl.constexpr):
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # the longest rows of tiles first
     bh = tl.program_id(1)
     b = bh // H
@@ -214,12 +231,19 @@ def dq_kernel(Q, K, V, C, O, DO, LSE, DELTA, DQ, DC, STARTS,
         lo = tl.load(STARTS + bh * tl.num_programs(0) + start_m)
     diag = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)
+    if WINDOW:  # as the forward's: [lo, wlo) straddle some row's lower window edge
+        lo = tl.maximum(start_m * BLOCK_M - W + 1, 0) // BLOCK_N * BLOCK_N
+        wlo = tl.minimum(tl.cdiv(tl.maximum((start_m + 1) * BLOCK_M - W, 0), BLOCK_N) * BLOCK_N, diag)
+        dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, row0, col, stride_kt, stride_kd,
+                             stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, wlo, W,
+                             True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA, True)
+        lo = wlo
     dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, row0, col, stride_kt, stride_kd,
-                         stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
-                         False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA)
+                         stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag, W,
+                         False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA, False)
     dq, drow = _dq_tiles(dq, drow, q, do, lse, delta, offs_m, K, V, C, row0, col, stride_kt, stride_kd,
-                         stride_vt, stride_vd, c_ref, c_q, T, qk_scale, diag, hi,
-                         True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA)
+                         stride_vt, stride_vd, c_ref, c_q, T, qk_scale, diag, hi, W,
+                         True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA, WINDOW)
     store_rows(DQ + b * stride_dqb + h * stride_dqh, offs_m, stride_dqt, stride_dqd, dq * sm_scale, T, D, BLOCK_D)
     if HAS_GATE:
         tl.store(DC + bh * T + offs_m, drow, mask=row_ok)

@@ -6,7 +6,9 @@ log-sum-exp; ``EXACT``, for fp32 inputs, adds (c_i - c_j) per element instead, w
 more operations per score and keeps fp32's precision when c changes fast within a tile). The key
 loop runs over [lo, hi) in two parts, full tiles below the diagonal then the masked diagonal
 tiles, so the per-tile start index of adaptive computation pruning (``PRUNE``,
-pruning.py) changes only where the loop begins.
+pruning.py) changes only where the loop begins. A sliding window (``WINDOW``: query i sees the W
+keys i - W < j <= i, W a runtime int, so no recompile per W) moves the start the same way and adds
+a third, masked part before the full tiles: the key tiles that straddle the window's lower edge.
 
 With ``AHEAD`` (KernelConfig.fwd_ahead) the unmasked part is software-pipelined by hand: the next
 tile's Q K^T is issued before this tile's exponentials, which Triton's own pipelining on sm_90
@@ -32,11 +34,16 @@ from foxwb.kernels.attention.triton_tiles import (
 
 
 @triton.jit
-def _online_softmax(acc, m_i, l_i, s, v, PRECISION: tl.constexpr):
-    """One key tile of the online softmax: scores s (BM, BN) in the log2 domain, values v (BN, D)."""
+def _online_softmax(acc, m_i, l_i, s, v, PRECISION: tl.constexpr, WINDOW: tl.constexpr):
+    """One key tile of the online softmax: scores s (BM, BN) in the log2 domain, values v (BN, D).
+    WINDOW: a row may have seen no key yet and none in this tile (m_new = -inf); a finite stand-in
+    for its maximum keeps its p and alpha 0 instead of NaN."""
     m_new = tl.maximum(m_i, tl.max(s, 1))
-    p = tl.math.exp2(s - m_new[:, None])
-    alpha = tl.math.exp2(m_i - m_new)
+    m_ref = m_new
+    if WINDOW:
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.math.exp2(s - m_ref[:, None])
+    alpha = tl.math.exp2(m_i - m_ref)
     l_i = l_i * alpha + tl.sum(p, 1)
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
     return acc, m_new, l_i
@@ -44,9 +51,10 @@ def _online_softmax(acc, m_i, l_i, s, v, PRECISION: tl.constexpr):
 
 @triton.jit
 def _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, row0, col, stride_kt, stride_kd, stride_vt, stride_vd,
-               c_ref, c_q, T, qk_scale, lo, hi,
+               c_ref, c_q, T, qk_scale, lo, hi, W,
                MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-               BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
+               BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr,
+               WINDOW: tl.constexpr):
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
@@ -54,9 +62,9 @@ def _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, row0, col, stride_kt, stride_k
         # Tiles below the diagonal lie wholly before T: their loads need no row mask.
         k = load_tile(K, row0, col, start_n, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, MASKED, TMA)
         v = load_tile(V, row0, col, start_n, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, MASKED, TMA)
-        s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale,
-                       MASKED, HAS_GATE, EXACT, PRECISION)  # (BM, BN)
-        acc, m_i, l_i = _online_softmax(acc, m_i, l_i, s, v, PRECISION)
+        s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale, W,
+                       MASKED, HAS_GATE, EXACT, PRECISION, WINDOW)  # (BM, BN)
+        acc, m_i, l_i = _online_softmax(acc, m_i, l_i, s, v, PRECISION, WINDOW)
     return acc, m_i, l_i
 
 
@@ -66,24 +74,25 @@ def _fwd_tiles_ahead(acc, m_i, l_i, q, offs_m, K, V, C, row0, col, stride_kt, st
                      HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                      BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
     """The unmasked tiles [lo, hi), hi > lo, software-pipelined by hand: each step issues the next
-    tile's Q K^T before this tile's exponentials, so the tensor cores have work while they run."""
+    tile's Q K^T before this tile's exponentials, so the tensor cores have work while they run.
+    Every row sees every key of these tiles, so no row's maximum is -inf after the first."""
     offs_n = tl.arange(0, BLOCK_N)
     start = lo
     cols = lo + offs_n
     k = load_tile(K, row0, col, lo, cols, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, False, TMA)
-    s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale, False, HAS_GATE, EXACT, PRECISION)
+    s = row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale, 0, False, HAS_GATE, EXACT, PRECISION, False)
     for start_n in range(lo + BLOCK_N, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols_next = start_n + offs_n
         k_next = load_tile(K, row0, col, start_n, cols_next, stride_kt, stride_kd, T, D, BLOCK_D, UPCAST, False, TMA)
         s_next = tl.dot(q, tl.trans(k_next), input_precision=PRECISION)
         v = load_tile(V, row0, col, start, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, False, TMA)
-        acc, m_i, l_i = _online_softmax(acc, m_i, l_i, s, v, PRECISION)
-        s = finish_scores(s_next, offs_m, cols_next, C, c_ref, c_q, T, qk_scale, False, HAS_GATE, EXACT)
+        acc, m_i, l_i = _online_softmax(acc, m_i, l_i, s, v, PRECISION, False)
+        s = finish_scores(s_next, offs_m, cols_next, C, c_ref, c_q, T, qk_scale, 0, False, HAS_GATE, EXACT, False)
         cols = cols_next
         start = start_n
     v = load_tile(V, row0, col, start, cols, stride_vt, stride_vd, T, D, BLOCK_D, UPCAST, False, TMA)
-    return _online_softmax(acc, m_i, l_i, s, v, PRECISION)
+    return _online_softmax(acc, m_i, l_i, s, v, PRECISION, False)
 
 
 @triton.jit
@@ -92,11 +101,11 @@ def fwd_kernel(Q, K, V, C, O, LSE, STARTS,
                stride_kb, stride_kt, stride_kh, stride_kd,
                stride_vb, stride_vt, stride_vh, stride_vd,
                stride_ob, stride_ot, stride_oh, stride_od,
-               T, H, sm_scale,
+               T, H, sm_scale, W,
                HAS_GATE: tl.constexpr, EXACT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                UPCAST: tl.constexpr, PRECISION: tl.constexpr, AHEAD: tl.constexpr, PRUNE: tl.constexpr,
-               TMA: tl.constexpr):
+               TMA: tl.constexpr, WINDOW: tl.constexpr):
     # The last query tiles have the most keys: launching them first leaves short tiles, not long
     # ones, for the end of the grid.
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
@@ -134,6 +143,15 @@ def fwd_kernel(Q, K, V, C, O, LSE, STARTS,
         lo = tl.load(STARTS + bh * tl.num_programs(0) + start_m)
     diag = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, T)
+    if WINDOW:
+        # Key tiles wholly before the first row's window (j <= start - W) are skipped; [lo, wlo)
+        # straddle some row's lower edge and are masked; from wlo on every row sees every key.
+        lo = tl.maximum(start_m * BLOCK_M - W + 1, 0) // BLOCK_N * BLOCK_N
+        wlo = tl.minimum(tl.cdiv(tl.maximum((start_m + 1) * BLOCK_M - W, 0), BLOCK_N) * BLOCK_N, diag)
+        acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, row0, col, stride_kt, stride_kd,
+                                   stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, wlo, W,
+                                   True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA, True)
+        lo = wlo
     if AHEAD:
         if diag > lo:
             acc, m_i, l_i = _fwd_tiles_ahead(acc, m_i, l_i, q, offs_m, K, V, C, row0, col, stride_kt, stride_kd,
@@ -141,11 +159,14 @@ def fwd_kernel(Q, K, V, C, O, LSE, STARTS,
                                              HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA)
     else:
         acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, row0, col, stride_kt, stride_kd,
-                                   stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag,
-                                   False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA)
+                                   stride_vt, stride_vd, c_ref, c_q, T, qk_scale, lo, diag, W,
+                                   False, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA, False)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, offs_m, K, V, C, row0, col, stride_kt, stride_kd,
-                               stride_vt, stride_vd, c_ref, c_q, T, qk_scale, diag, hi,
-                               True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA)
+                               stride_vt, stride_vd, c_ref, c_q, T, qk_scale, diag, hi, W,
+                               True, HAS_GATE, EXACT, D, BLOCK_D, BLOCK_N, UPCAST, PRECISION, TMA, WINDOW)
+    if WINDOW:
+        # Rows past T may have seen no key at all (l = 0); they are never stored.
+        l_i = tl.where(offs_m < T, l_i, 1.0)
     store_rows(O, offs_m, stride_ot, stride_od, acc / l_i[:, None], T, D, BLOCK_D)
     # The true log-sum-exp (log2 domain, c_i included), (B * H, T) contiguous: the backward
     # recomputes P from it with its own reference point.

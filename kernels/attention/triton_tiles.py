@@ -76,18 +76,20 @@ def decay_log2(C, idx, c_ref, T):
 
 
 @triton.jit
-def row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale,
-               MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, PRECISION: tl.constexpr):
+def row_scores(q, k, offs_m, cols, C, c_ref, c_q, T, qk_scale, W,
+               MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, PRECISION: tl.constexpr,
+               WINDOW: tl.constexpr):
     """(BM, BN) scores of a query tile against a key tile in the log2 domain, decay and mask
     applied: s q.k log2(e), minus the key side of the decay relative to c_ref (or, EXACT, plus
-    (c_i - c_j) log2(e) from c_q), -inf above the diagonal and past T when MASKED."""
+    (c_i - c_j) log2(e) from c_q), -inf above the diagonal and past T when MASKED, and with
+    ``WINDOW`` also where i - j >= W (the sliding window; W is read only then)."""
     return finish_scores(tl.dot(q, tl.trans(k), input_precision=PRECISION), offs_m, cols, C, c_ref, c_q, T,
-                         qk_scale, MASKED, HAS_GATE, EXACT)
+                         qk_scale, W, MASKED, HAS_GATE, EXACT, WINDOW)
 
 
 @triton.jit
-def finish_scores(s, offs_m, cols, C, c_ref, c_q, T, qk_scale,
-                  MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr):
+def finish_scores(s, offs_m, cols, C, c_ref, c_q, T, qk_scale, W,
+                  MASKED: tl.constexpr, HAS_GATE: tl.constexpr, EXACT: tl.constexpr, WINDOW: tl.constexpr):
     """row_scores() from the raw dot q.k (BM, BN)."""
     s = s * qk_scale
     if HAS_GATE:
@@ -96,5 +98,9 @@ def finish_scores(s, offs_m, cols, C, c_ref, c_q, T, qk_scale,
         else:
             s -= decay_log2(C, cols, c_ref, T)[None, :]
     if MASKED:
-        s = tl.where((offs_m[:, None] >= cols[None, :]) & (cols < T)[None, :], s, float("-inf"))
+        if WINDOW:
+            seen = (offs_m[:, None] >= cols[None, :]) & (offs_m[:, None] - cols[None, :] < W) & (cols < T)[None, :]
+        else:
+            seen = (offs_m[:, None] >= cols[None, :]) & (cols < T)[None, :]
+        s = tl.where(seen, s, float("-inf"))
     return s

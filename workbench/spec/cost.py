@@ -46,8 +46,11 @@ def param_counts(spec: ModelSpec) -> dict[str, int]:
 def flops_per_token(spec: ModelSpec, context: int) -> dict[str, float]:
     """Forward FLOPs per token: 2N (matmuls with the weights, N without the input embedding) plus
     causal attention 2 * n_layers * d_model * T (QK^T and PV, halved by the mask: docs/fox-notes.md, "FLOPs").
-    Training is 3x the forward."""
+    With a sliding window W < T only the band counts: T / 2 keys per query become W - W^2 / (2T)
+    (the mean of min(i, W) over the T queries), which is T / 2 at W = T. Training is 3x the forward."""
     n = param_counts(spec)["non_embedding"]
-    attention = 2 * spec.n_layers * spec.d_model * context
+    window = spec.attention.window
+    keys = context / 2 if window is None or window >= context else window - window**2 / (2 * context)
+    attention = 4 * spec.n_layers * spec.d_model * keys
     forward = 2 * n + attention
     return {"forward": float(forward), "train": float(3 * forward), "attention_forward": float(attention)}

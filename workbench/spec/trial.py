@@ -59,12 +59,16 @@ class AttentionSpec(Spec):
     # -10 is the paper's recommendation, None computes every tile. It changes the numbers (within
     # that bound), so it is part of the identity once set.
     log_pruning_tolerance: float | None = None
-    _new_fields: ClassVar[frozenset[str]] = frozenset({"log_pruning_tolerance"})
+    # A sliding window (kernels.forgetting_attention's ``window``): query i sees only the keys
+    # i - W < j <= i; None is full causal attention. Without a gate it is a sliding-window
+    # Transformer, the recency-only control for FoX. Part of the identity once set.
+    window: Annotated[PositiveInt, Strict()] | None = None
+    _new_fields: ClassVar[frozenset[str]] = frozenset({"log_pruning_tolerance", "window"})
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     def slots(self) -> dict[str, ComponentSpec]:
-        """The component slots (every field but the options like log_pruning_tolerance), in order."""
+        """The component slots (every field but the options like log_pruning_tolerance and window), in order."""
         return {name: value for name in type(self).model_fields
                 if isinstance(value := getattr(self, name), ComponentSpec)}
 
@@ -78,6 +82,15 @@ class AttentionSpec(Spec):
         if gate is not None and gate.kind == "none":
             raise ValueError("log_pruning_tolerance needs a forget gate (forget_gate: none has no decay to prune by)")
         return log_eps
+
+    @field_validator("window")
+    @classmethod
+    def _window_without_pruning(cls, window: int | None, info: ValidationInfo) -> int | None:
+        log_eps = info.data.get("log_pruning_tolerance")
+        if window is not None and log_eps is not None:
+            raise ValueError(f"window={window} cannot be combined with log_pruning_tolerance={log_eps} "
+                             "(the kernels implement one or the other); set one of them")
+        return window
 
     @field_validator("output_gate")
     @classmethod

@@ -100,3 +100,28 @@ def test_eager_backward_in_a_fresh_process_builds_its_tma_descriptors():
             "assert all(torch.isfinite(t.grad).all() for t in (q, k, v, log_f))\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("T,D,window,gated", [(4096, 64, 256, True), (4096, 128, 1000, True), (4096, 128, 333, False),
+                                              (2048, 64, 4096, True)], ids=lambda x: str(x))
+def test_bf16_sliding_window_within_5e3_of_fp64(T, D, window, gated):
+    """A sliding window (query i sees keys i - W < j <= i), with a gate and without (the
+    sliding-window Transformer: ``auto`` sends it to the Triton kernels, not to SDPA), on the
+    load path the GPU takes; on sm_90 at head dim 128 the Gluon kernels would run without the
+    window, the Triton ones run with it. W > T is full causal attention."""
+    B, H = 1, 4
+    q, k, v = (torch.randn(B, T, H, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    log_f = F.logsigmoid(torch.randn(B, T, H, device="cuda") + 3.0).requires_grad_() if gated else None
+    assert not launch.use_gluon(q, k, v, window=window)
+    assert not launch.use_gluon(q, k, v, q, q, backward=True, window=window)
+    out = kernels.forgetting_attention(q, k, v, log_f, window=window)
+    do = torch.randn_like(out)
+    wrt = (q, k, v) if log_f is None else (q, k, v, log_f)
+    grads = torch.autograd.grad(out, wrt, do)
+    ref = forgetting_attention_grads_chunked(
+        q.detach(), k.detach(), v.detach(), None if log_f is None else log_f.detach(), do, chunk=1024,
+        cumsum_dtype=torch.float64, window=window,
+    )
+    errors = {n: rel(g, r) for n, g, r in zip(("o", "dq", "dk", "dv", "dlog_f"), (out, *grads), ref)}
+    print(T, D, window, gated, errors)
+    assert max(errors.values()) < 5e-3, errors
