@@ -88,8 +88,9 @@ def study_info(args: argparse.Namespace) -> int:
     for name, (model, context) in models.items():
         counts, flops = param_counts(model), flops_per_token(model, context)
         slot_kinds_ = {k: v.kind for k, v in model.attention.slots().items()}
+        slot_kinds_["window"] = model.attention.window  # not a slot, but what a window variant changes
         first = first or slot_kinds_
-        differs = ", ".join(f"{k}={v}" for k, v in slot_kinds_.items() if v != first[k])
+        differs = ", ".join(f"{k}={'none' if v is None else v}" for k, v in slot_kinds_.items() if v != first[k])
         print(f"{name:<{width}}  {counts['total']:>13,}  {counts['non_embedding']:>14,}  {flops['forward']:>15.3e}  "
               f"{flops['train']:>10.3e}  {context:>7}  {differs}")
     return 0
@@ -111,6 +112,8 @@ def command(args: argparse.Namespace) -> int:
     slots = ", ".join(f"{k}={component(v)}" for k, v in spec.attention.slots().items())
     if spec.attention.log_pruning_tolerance is not None:
         slots += f"; pruning ln eps {spec.attention.log_pruning_tolerance:g}"
+    if spec.attention.window is not None:
+        slots += f"; sliding window of {spec.attention.window} keys"
     print(f"model        {spec.n_layers} x {spec.d_model}, {spec.n_heads} heads of {spec.head_dim}, vocab {spec.vocab_size}")
     print(f"attention    {slots}")
     print(f"mlp / norm   {component(spec.mlp)} / {component(spec.norm)}")

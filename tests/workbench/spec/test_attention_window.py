@@ -91,3 +91,20 @@ def _after_kernel(attn, x, o):
     if attn.output_gate is not None:
         o = attn._component("output_gate", projected, x, o)
     return o.reshape(*x.shape)
+
+
+def test_wb_info_shows_the_window_of_a_model_and_of_a_variant(tmp_path):
+    from tests.cli import wb
+
+    proc = wb("info", "fox_pro", "--set", "attention.window=256")
+    assert proc.returncode == 0 and "; sliding window of 256 keys" in proc.stdout, proc.stderr
+    study = {"name": "sw", "seeds": [0],
+             "base": {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 64, "n_layers": 2, "n_heads": 4},
+                      "data": {"kind": "builtin", "context": 128}},
+             "design": {"kind": "variants", "compare_to": "FoX (Pro)", "variants": [
+                 {"name": "FoX (Pro)"},
+                 {"name": "SWA", "set": {"model.attention.forget_gate": "none", "model.attention.window": 32}}]}}
+    (tmp_path / "sw.yaml").write_text(yaml.safe_dump(study))
+    proc = wb("info", tmp_path / "sw.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1].split()[0] == "SWA" and proc.stdout.rstrip().endswith("forget_gate=none, window=32")
