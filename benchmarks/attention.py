@@ -1,6 +1,6 @@
 """Benchmark: our forgetting attention beside its peers, in one run on one GPU.
 
-    python benchmarks/attention.py [--peers .peers] [--out FILE] [--configs tune.json]
+    python benchmarks/attention.py [--peers .peers] [--out FILE] [--configs tune.json] [--only K,K] [--graphs]
 
 For each (B, H, N, D): forward and forward+backward TFLOP/s (FlashAttention convention: causal
 forward = 4 B H N^2 D / 2 FLOPs, forward+backward = 3.5 x that) from the median of
@@ -8,7 +8,10 @@ triton.testing.do_bench, and the peak memory of one forward+backward beyond the 
 SDPA's flash and cuDNN backends (no gate), FlexAttention with a forget-gate score_mod,
 flash-linear-attention's parallel_forgetting_attn and the official FoX kernel (both from --peers,
 never from this repository). Every gated kernel is first checked against an fp64 reference.
-Prints a table and writes JSON.
+Prints a table and writes JSON. ``--graphs`` also times each forward+backward replayed as a CUDA
+graph (``fwd_bwd_graph_ms``): the kernels' own time, as a compiled training step sees it, without
+the eager call's host time, which dominates at 2k (docs/kernels.md). ``--only`` measures the named
+kernels alone.
 
 Two rows run with adaptive computation pruning (docs/fox-notes.md) at ln eps = -10: ours
 (``log_pruning_tolerance``) and the official kernel (``adaptive_threshold="auto"``, the same
@@ -28,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-from triton.testing import do_bench
+from triton.testing import do_bench, do_bench_cudagraph
 
 import common
 import tune
@@ -121,7 +124,9 @@ def check(fn, N=1024, B=2, H=4, D=64):
     return {name: rel(g, r) for name, g, r in zip(("o", "dq", "dk", "dv", "dlog_f"), (out, *grads), ref)}
 
 
-def measure(fn, inputs):
+def measure(fn, inputs, graphs: bool = False):
+    """-> fwd ms, fwd+bwd ms, peak MiB, and with ``graphs`` the fwd+bwd ms replayed as a CUDA graph
+    (what a compiled training step sees: no host time per launch), else None."""
     q, k, v, log_f = inputs
     out = fn(q, k, v, log_f)
     do = torch.randn_like(out)
@@ -132,6 +137,12 @@ def measure(fn, inputs):
         fn(q, k, v, log_f).backward(do)
 
     fb_ms = do_bench(fwd_bwd, warmup=25, rep=100, grad_to_none=leaves, return_mode="median")
+    graph_ms = None
+    if graphs:
+        try:
+            graph_ms = do_bench_cudagraph(fwd_bwd, rep=100, grad_to_none=leaves, return_mode="median")
+        except Exception as e:  # a kernel that cannot be captured keeps its eager figures
+            graph_ms = repr(e)[:200]
     for t in leaves:
         t.grad = None
     torch.cuda.synchronize()
@@ -142,7 +153,7 @@ def measure(fn, inputs):
     peak = (torch.cuda.max_memory_allocated() - base) / 2**20
     for t in leaves:
         t.grad = None
-    return fwd_ms, fb_ms, peak
+    return fwd_ms, fb_ms, peak, graph_ms
 
 
 def main(argv=None):
@@ -150,6 +161,9 @@ def main(argv=None):
     ap.add_argument("--peers", default=".peers")
     ap.add_argument("--out", help="JSON file (default: benchmarks/results/<date>_<gpu>_attention.json)")
     ap.add_argument("--configs", help="JSON written by benchmarks/tune.py (else the built-in table)")
+    ap.add_argument("--only", help="comma-separated kernel names: measure these alone (e.g. 'ours,official FoX,SDPA cuDNN (no gate)')")
+    ap.add_argument("--graphs", action="store_true",
+                    help="also time forward+backward replayed as a CUDA graph (fwd_bwd_graph_ms): the kernels without the host's launch time")
     args = ap.parse_args(argv)
     common.cuda_or_exit("attention.py")
     if args.configs:
@@ -160,6 +174,13 @@ def main(argv=None):
         tune.install(written["table"])
     gated = peer_kernels(Path(args.peers))
     plain = {"SDPA flash (no gate)": sdpa(SDPBackend.FLASH_ATTENTION), "SDPA cuDNN (no gate)": sdpa(SDPBackend.CUDNN_ATTENTION)}
+    if args.only:
+        wanted = [n.strip() for n in args.only.split(",")]
+        unknown = [n for n in wanted if n not in {**gated, **plain}]
+        if unknown:
+            raise SystemExit(f"--only: no kernel {unknown}; kernels: {', '.join({**gated, **plain})}")
+        gated = {n: f for n, f in gated.items() if n in wanted}
+        plain = {n: f for n, f in plain.items() if n in wanted}
     results = {"accuracy_vs_fp64": {}, "runs": []}
     for name, fn in gated.items():
         try:
@@ -175,9 +196,13 @@ def main(argv=None):
                 inputs = make_inputs(B, H, N, D, layout)
                 if name == PRUNED:
                     row["kept_fraction"] = kept_fraction(inputs[0], inputs[1], inputs[3])
-                fwd_ms, fb_ms, peak = measure(fn, inputs)
+                fwd_ms, fb_ms, peak, graph_ms = measure(fn, inputs, args.graphs)
                 row.update(fwd_ms=fwd_ms, fwd_bwd_ms=fb_ms, fwd_tflops=flops / fwd_ms / 1e9,
                            fwd_bwd_tflops=3.5 * flops / fb_ms / 1e9, peak_mib=peak)
+                if isinstance(graph_ms, str):
+                    row["graph_error"] = graph_ms
+                elif graph_ms is not None:
+                    row.update(fwd_bwd_graph_ms=graph_ms, fwd_bwd_graph_tflops=3.5 * flops / graph_ms / 1e9)
             except Exception as e:
                 row["error"] = repr(e)[:300]
             results["runs"].append(row)
@@ -206,6 +231,13 @@ def print_table(results):
             cells.append("error" if "error" in r else
                          f"{r['fwd_tflops']:.0f} / {r['fwd_bwd_tflops']:.0f} ({r['peak_mib']:.0f}){kept}")
         print(f"{k:<26}" + "".join(f"{c:>26}" for c in cells))
+    graphed = [k for k in kernels if any("fwd_bwd_graph_tflops" in r for r in results["runs"] if r["kernel"] == k)]
+    if graphed:
+        print("TFLOP/s fwd+bwd replayed as a CUDA graph (no host launch time)")
+        for k in graphed:
+            rows = [next(r for r in results["runs"] if r["kernel"] == k and (r["B"], r["H"], r["N"], r["D"]) == s) for s in shapes]
+            print(f"{k:<26}" + "".join(f"{r['fwd_bwd_graph_tflops']:>26.0f}" if "fwd_bwd_graph_tflops" in r else f"{'-':>26}"
+                                        for r in rows))
 
 
 if __name__ == "__main__":
