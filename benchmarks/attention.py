@@ -128,8 +128,7 @@ def measure(fn, inputs, graphs: bool = False):
     """-> fwd ms, fwd+bwd ms, peak MiB, and with ``graphs`` the fwd+bwd ms replayed as a CUDA graph
     (what a compiled training step sees: no host time per launch), else None."""
     q, k, v, log_f = inputs
-    out = fn(q, k, v, log_f)
-    do = torch.randn_like(out)
+    do = torch.randn_like(fn(q, k, v, log_f))  # no output kept: a live autograd graph breaks a later capture
     leaves = [t for t in inputs if t is not None]
     fwd_ms = do_bench(lambda: fn(q, k, v, log_f), warmup=25, rep=100, return_mode="median")
 
@@ -140,7 +139,12 @@ def measure(fn, inputs, graphs: bool = False):
     graph_ms = None
     if graphs:
         try:
-            graph_ms = do_bench_cudagraph(fwd_bwd, rep=100, grad_to_none=leaves, return_mode="median")
+            def step():  # the gradients set free inside the graph, so each replay starts as the first
+                for t in leaves:
+                    t.grad = None
+                fwd_bwd()
+
+            graph_ms = do_bench_cudagraph(step, rep=100, return_mode="median")
         except Exception as e:  # a kernel that cannot be captured keeps its eager figures
             graph_ms = repr(e)[:200]
     for t in leaves:
