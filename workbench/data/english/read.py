@@ -22,6 +22,9 @@ def read_documents(spec: EnglishData) -> tuple[list[tuple[str, str]], str]:
     """The set's (id, text) documents in their built order, and the JSONL's sha256; a missing,
     damaged or different file is refused with a sentence saying how to build the pinned one."""
     path = set_file(spec)
+    if path.parent.exists() and not path.parent.is_dir():
+        raise SpecError(f"data.path: {path.parent} is a file; give the folder `wb corpus {spec.set}` wrote "
+                        f"{spec.set}.jsonl.xz into (its --dir, default wb-corpora)")
     build = f"build it with `wb corpus {spec.set} --dir {path.parent}` (fetches the pinned packages once)"
     if not path.is_file():
         raise SpecError(f"data.path: no {path.name} in {path.parent}: {build}")
@@ -42,6 +45,12 @@ def load_english(spec: EnglishData) -> DocumentData:
     """The trial's data; its result states the set, the digest checked and the pinned inputs."""
     texts, digest = read_documents(spec)
     data = tokenized(texts, spec)
+    data.info.setdefault("tokenizer", {"kind": spec.tokenizer} if spec.tokenizer == "byte"
+                         else {"kind": "bpe", "vocab_size": spec.bpe_vocab_size, "trained_on": "the training documents"})
+    data.info["data_split"] = {"method": "documents held out by a hash of their id", "val_fraction": spec.val_fraction,
+                               "train_documents": len(data.train_docs), "val_documents": len(data.val_docs),
+                               "train_tokens": int(sum(len(d) for d in data.train_docs)),
+                               "val_tokens": int(sum(len(d) for d in data.val_docs))}
     data.info["corpus"] = {"set": spec.set, "sha256": digest, "documents": len(texts),
                            "text_bytes": sum(len(t.encode("utf-8")) for _, t in texts),
                            "inputs": SETS[spec.set].provenance()}
