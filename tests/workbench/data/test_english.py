@@ -93,6 +93,25 @@ def test_a_download_whose_digest_differs_is_refused_and_leaves_nothing(tmp_path)
     assert list(cache.iterdir()) == []
 
 
+def test_a_long_download_reports_its_progress_and_a_cached_file_says_so(tmp_path, monkeypatch):
+    from foxwb.workbench.data.english import fetch as fetching
+
+    body = bytes(range(256)) * (3 * 4096 + 17)  # 3 MiB and a bit: four chunks
+    item = InputFile("deb", "x", "1", "pool/main/x/x_1_all.deb", len(body), hashlib.sha256(body).hexdigest(), "MIT")
+    (tmp_path / "debian" / "pool/main/x").mkdir(parents=True)
+    (tmp_path / "debian" / item.path).write_bytes(body)
+    monkeypatch.setattr(fetching, "REPORT_EVERY", 0.0)  # a line after every chunk, as after every 5 s
+    lines = []
+    fetch(item, tmp_path / "cache", mirror=(tmp_path / "debian").as_uri(), progress=lines.append)
+    assert lines[0].startswith("x_1_all.deb: downloading 3.2 MB from file:")
+    assert lines[1:-1] == ["x_1_all.deb: 1.0 of 3.2 MB downloaded", "x_1_all.deb: 2.1 of 3.2 MB downloaded",
+                           "x_1_all.deb: 3.1 of 3.2 MB downloaded", "x_1_all.deb: 3.2 of 3.2 MB downloaded"]
+    assert lines[-1].startswith(f"x_1_all.deb: {len(body):,} bytes downloaded, sha256 checked (")
+    lines.clear()
+    fetch(item, tmp_path / "cache", mirror="file:///nowhere", progress=lines.append)
+    assert lines == ["x_1_all.deb: in the cache, sha256 checked"]
+
+
 def test_fetch_uses_a_matching_cached_file_and_replaces_a_damaged_one(tmp_path):
     body = b"the package"
     item = InputFile("deb", "x", "1", "pool/main/x/x_1_all.deb", len(body), hashlib.sha256(body).hexdigest(), "MIT")

@@ -46,9 +46,7 @@ def build_set(name: str, out_dir: Path, cache_dir: Path, progress: Callable[[str
     out_dir, cache_dir = Path(out_dir), Path(cache_dir)
     paths = {}
     for item in corpus.inputs:
-        start = time.perf_counter()
-        paths[item] = fetch(item, cache_dir)
-        progress(f"{item.filename}: {item.size:,} bytes, sha256 checked ({time.perf_counter() - start:.1f} s)")
+        paths[item] = fetch(item, cache_dir, progress=progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     xz_path = out_dir / f"{name}.jsonl.xz"
     fd, tmp = tempfile.mkstemp(prefix=f".{xz_path.name}.", suffix=".part", dir=out_dir)
