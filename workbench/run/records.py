@@ -50,7 +50,9 @@ def dataset_inputs(result: dict) -> list:
     corpus = (result.get("corpus") or {}).get("sha256")
     profile = {"digest_of": "the corpus's documents" if corpus else "the data spec (the data are not hashed)",
                "train_tokens_available": result.get("train_tokens_available")}
-    digest = corpus or spec_digest(data)
+    # MLflow keeps a dataset digest of 36 characters at most: an English set's sha256 (64) is cut to
+    # the 16 digits the built-in corpus's has, the whole of it in the source.
+    digest = (corpus or spec_digest(data))[:16]
     out = [DatasetInput(Dataset(name, digest, source_type, source, profile=json.dumps(profile)),
                         tags=[InputTag(MLFLOW_DATASET_CONTEXT, "training")])]
     test = result.get("test_digest")
@@ -71,6 +73,8 @@ def describe(data: dict, corpus: dict) -> tuple[str, str, str]:
     if kind == "builtin":
         where["python"] = corpus.get("python")
         return f"builtin:{data.get('sources', 'stdlib')}", "builtin", json.dumps(where)
+    if kind == "english":  # a pinned set: its name, and the file's digest in the profile
+        return f"english:{data.get('set', 'core')}", "local", json.dumps({**where, "sha256": corpus.get("sha256")})
     if kind == "mqar":  # generated from the spec's own numbers
         return "mqar", "synthetic", json.dumps({k: v for k, v in data.items() if k != "kind"})
     paths = data.get("paths") or [data.get("train") or data.get("path") or ""]

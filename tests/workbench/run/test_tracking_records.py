@@ -85,6 +85,23 @@ def test_each_trial_run_names_the_corpus_it_read_with_the_digests_its_result_rec
         assert json.loads(test.profile)["documents"] == result["test_documents"]
 
 
+def test_an_english_sets_whole_sha256_is_kept_in_the_source_and_its_digest_fits_mlflow(tmp_path):
+    """MLflow refuses a dataset digest over 36 characters: an English set's sha256 (64) once
+    stopped every trial of a study when its result was logged."""
+    from foxwb.workbench.run.records import dataset_inputs
+
+    sha = "4693d0d1ba8b2900fa247450b078b1cac9a17d216b254243f8eea3985d711d85"
+    result = {"spec": {"data": {"kind": "english", "set": "core", "path": "wb-corpora", "context": 128}},
+              "corpus": {"set": "core", "sha256": sha}, "test_digest": "0123456789abcdef", "test_documents": 9}
+    training, test = (i.dataset for i in dataset_inputs(result))
+    assert training.name == "english:core" and training.digest == sha[:16] and test.digest == "0123456789abcdef"
+    assert json.loads(training.source) == {"path": "wb-corpora", "sha256": sha}
+    client = MlflowClient(local_tracking_uri(tmp_path))  # and MLflow takes them
+    run = client.create_run(client.create_experiment("e"))
+    client.log_inputs(run.info.run_id, datasets=dataset_inputs(result))
+    assert {i.dataset.digest for i in client.get_run(run.info.run_id).inputs.dataset_inputs} == {sha[:16], "0123456789abcdef"}
+
+
 def figure_files(client: MlflowClient, run_id: str) -> dict[str, str]:
     folder = local_path(client.get_run(run_id).info.artifact_uri)
     return {a.path: (folder / a.path).read_text() for a in client.list_artifacts(run_id, "figures")}
