@@ -1,6 +1,6 @@
 """Benchmark: our forgetting attention beside its peers, in one run on one GPU.
 
-    python benchmarks/attention.py [--peers .peers] [--out FILE] [--configs tune.json] [--only K,K] [--graphs]
+    python benchmarks/attention.py [--peers .peers] [--out FILE] [--configs tune.json] [--only K,K] [--graphs] [--split]
 
 For each (B, H, N, D): forward and forward+backward TFLOP/s (FlashAttention convention: causal
 forward = 4 B H N^2 D / 2 FLOPs, forward+backward = 3.5 x that) from the median of
@@ -11,7 +11,9 @@ never from this repository). Every gated kernel is first checked against an fp64
 Prints a table and writes JSON. ``--graphs`` also times each forward+backward replayed as a CUDA
 graph (``fwd_bwd_graph_ms``): the kernels' own time, as a compiled training step sees it, without
 the eager call's host time, which dominates at 2k (docs/kernels.md). ``--only`` measures the named
-kernels alone.
+kernels alone. ``--split`` says where one eager forward+backward's time goes (``split`` in each
+row): the host's time to issue it while the GPU runs behind (``host_ms``), each GPU kernel's time
+per call (torch.profiler), and the host's Python functions with the most own time (cProfile).
 
 Two rows run with adaptive computation pruning (docs/fox-notes.md) at ln eps = -10: ours
 (``log_pruning_tolerance``) and the official kernel (``adaptive_threshold="auto"``, the same
@@ -23,7 +25,10 @@ log f = logsigmoid(randn + 3), about -0.05 per token, are the peers' own benchma
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
+import time
 import sys
 from pathlib import Path
 
@@ -160,6 +165,50 @@ def measure(fn, inputs, graphs: bool = False):
     return fwd_ms, fb_ms, peak, graph_ms
 
 
+def split(fn, inputs, calls: int = 20) -> dict:
+    """Where one eager forward+backward's time goes: host_ms, the host's time to issue one while
+    the GPU runs behind (``calls`` issued back to back, few enough not to fill the launch queue);
+    kernels, each GPU kernel's ms and launches per call; host_hot, the Python functions with the most
+    own time per call, in us."""
+    q, k, v, log_f = inputs
+    do = torch.randn_like(fn(q, k, v, log_f))
+    leaves = [t for t in inputs if t is not None]
+
+    def fwd_bwd():
+        for t in leaves:
+            t.grad = None
+        fn(q, k, v, log_f).backward(do)
+
+    for _ in range(5):
+        fwd_bwd()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fwd_bwd()
+    host_ms = (time.perf_counter() - start) / calls * 1e3
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fwd_bwd()
+    prof.disable()
+    torch.cuda.synchronize()
+    stats = pstats.Stats(prof).stats  # (file, line, name) -> (calls, primitive calls, tottime, cumtime, callers)
+    hot = sorted(stats.items(), key=lambda kv: -kv[1][2])[:12]
+    host_hot = [{"function": f"{Path(f).name}:{line} {name}", "own_us": own / calls * 1e6, "calls": n / calls}
+                for (f, line, name), (n, _, own, _cum, _callers) in hot]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
+        for _ in range(calls):
+            fwd_bwd()
+        torch.cuda.synchronize()
+    kernels = [{"kernel": e.key[:90], "ms": e.self_device_time_total / calls / 1e3, "launches": e.count / calls}
+               for e in p.key_averages() if e.self_device_time_total > 0]
+    kernels.sort(key=lambda r: -r["ms"])
+    for t in leaves:
+        t.grad = None
+    return {"host_ms": host_ms, "gpu_ms": sum(r["ms"] for r in kernels), "kernels": kernels, "host_hot": host_hot}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--peers", default=".peers")
@@ -168,6 +217,8 @@ def main(argv=None):
     ap.add_argument("--only", help="comma-separated kernel names: measure these alone (e.g. 'ours,official FoX,SDPA cuDNN (no gate)')")
     ap.add_argument("--graphs", action="store_true",
                     help="also time forward+backward replayed as a CUDA graph (fwd_bwd_graph_ms): the kernels without the host's launch time")
+    ap.add_argument("--split", action="store_true",
+                    help="also say where an eager forward+backward's time goes: host issue time, each GPU kernel's time, the hottest Python functions")
     args = ap.parse_args(argv)
     common.cuda_or_exit("attention.py")
     if args.configs:
@@ -207,6 +258,8 @@ def main(argv=None):
                     row["graph_error"] = graph_ms
                 elif graph_ms is not None:
                     row.update(fwd_bwd_graph_ms=graph_ms, fwd_bwd_graph_tflops=3.5 * flops / graph_ms / 1e9)
+                if args.split:
+                    row["split"] = split(fn, inputs)
             except Exception as e:
                 row["error"] = repr(e)[:300]
             results["runs"].append(row)
@@ -242,6 +295,17 @@ def print_table(results):
             rows = [next(r for r in results["runs"] if r["kernel"] == k and (r["B"], r["H"], r["N"], r["D"]) == s) for s in shapes]
             print(f"{k:<26}" + "".join(f"{r['fwd_bwd_graph_tflops']:>26.0f}" if "fwd_bwd_graph_tflops" in r else f"{'-':>26}"
                                         for r in rows))
+    for r in results["runs"]:
+        if "split" not in r:
+            continue
+        sp = r["split"]
+        print(f"\n{r['kernel']} at {r['B']},{r['H']},{r['N']},{r['D']}: eager fwd+bwd {r['fwd_bwd_ms']:.3f} ms; "
+              f"host issues one in {sp['host_ms']:.3f} ms; GPU kernels {sp['gpu_ms']:.3f} ms")
+        for kr in sp["kernels"][:8]:
+            print(f"  {kr['ms']:7.3f} ms  x{kr['launches']:.0f}  {kr['kernel']}")
+        print("  host, own time per call:")
+        for h in sp["host_hot"][:8]:
+            print(f"  {h['own_us']:7.1f} us  x{h['calls']:.0f}  {h['function']}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,11 @@
 #       0.3 MB for the 191 125M trials of fox_table3_4096_llama, 15 MB with their series), and after
 #       the call `python scripts/carry_store.py merge stability.db S.db` puts the earlier runs' series
 #       back into the store that came back (this part restores the indexes slim drops)
+#   bash benchmarks/gpu.sh claims      # experiments/claims_nl's studies one after another (CLAIMS: their names,
+#       default all), until $CLAIMS_SECONDS (default 560) are spent; each runs in /tmp/claims/NAME
+#       (its store, resumed by a later call on the same machine); the English set `core` is read
+#       from wb-corpora/ (carry wb-corpora/core.jsonl.xz); every study's store and trials' results
+#       come back in $OUT/claims.tgz, the drivers' logs in $OUT/claims.log
 #   bash benchmarks/gpu.sh ray-train   # 125M FoX (Pro): plain, Ray Train 1 worker DDP / FSDP, and
 #                                      # N workers where N > 1 GPUs (~4 min on one GPU)
 #
@@ -94,13 +99,27 @@ with open(sys.argv[1], 'rb') as src, lzma.open(sys.argv[2], 'wb', preset=6) as d
       # machine, and a call brings back a few files only.
       (cd "$wd" && ls trials/*/result.json >/dev/null 2>&1 && tar czf "$OUT/stability-results.tgz" trials/*/result.json)
       tail -4 "$OUT/stability.log" ;;
+    claims)
+      end=$(( $(date +%s) + ${CLAIMS_SECONDS:-560} ))
+      for name in ${CLAIMS:-claims_table3 claims_pro_parts claims_gate_kinds claims_context claims_acp}; do
+        left=$(( end - $(date +%s) ))
+        [ "$left" -lt 30 ] && { echo "claims: no time left for $name" | tee -a "$OUT/claims.log"; status=1; break; }
+        mkdir -p "/tmp/claims/$name"
+        echo "== $name ($left s left) $(date -u +%H:%M:%S)" >> "$OUT/claims.log"
+        timeout -k 30 -s INT "$left" python3 -m foxwb.workbench.cli.main run "experiments/claims_nl/$name.yaml" \
+          --workdir "/tmp/claims/$name" >> "$OUT/claims.log" 2>&1
+        rc=$?; [ $rc -ne 0 ] && status=1
+        echo "== $name ended rc $rc $(date -u +%H:%M:%S)" >> "$OUT/claims.log"
+      done
+      (cd /tmp/claims && tar czf "$OUT/claims.tgz" */mlflow.db */trials/*/result.json 2>/dev/null)
+      grep -E "^== |verdict|claim" "$OUT/claims.log" | tail -30 ;;
     ray-train)
       # Ray's own temp dir; 100 steps a run (the first 10 untimed): compilation dominates each run.
       RAY_TMPDIR=/tmp/wb-ray timeout 560 python3 benchmarks/train_throughput.py --launch --steps 100 \
         --timeout 240 --out "$OUT/train_launch.json" > "$OUT/train_launch.log" 2>&1 || status=1
       tail -8 "$OUT/train_launch.log" ;;
     *)
-      echo "unknown part '$part'; the parts are: tests kernels gluon gluon-bwd trials packing stability ray-train" >&2
+      echo "unknown part '$part'; the parts are: tests kernels gluon gluon-bwd trials packing stability claims ray-train" >&2
       exit 2 ;;
   esac
 done
