@@ -99,8 +99,11 @@ EXPERIMENTS = sorted(p.parent.name for p in (ROOT / "experiments").glob("*/READM
 
 def test_every_experiment_folder_has_its_readme_and_study():
     """Each experiment folder has its README and the study files it ran; one that trains nothing
-    (experiments/nl_corpus builds a corpus) has the scripts its README's Run block runs instead."""
+    (experiments/nl_corpus builds a corpus) has the scripts its README's Run block runs instead, or,
+    once its question is answered and its scripts are deleted, a Run block that takes them from a
+    commit (`git archive COMMIT experiments/NAME`) which holds each of them."""
     import re
+    import subprocess
 
     folders = sorted(p.name for p in (ROOT / "experiments").iterdir() if p.is_dir())
     assert folders == EXPERIMENTS and len(folders) >= 10
@@ -111,7 +114,16 @@ def test_every_experiment_folder_has_its_readme_and_study():
         run = (folder / "README.md").read_text().split("## Run", 1)[-1].split("\n## ", 1)[0]
         scripts = re.findall(r"(?:python3 |\./)([\w-]+\.(?:py|sh))", run)
         assert scripts, f"experiments/{name} holds no study file, and its README's Run block runs no script"
-        assert all((folder / s).is_file() for s in scripts), f"experiments/{name}: a script its Run block runs is missing"
+        archived = re.search(rf"git archive ([0-9a-f]{{7,40}}) experiments/{name}\b", run)
+        if archived is None:
+            assert all((folder / s).is_file() for s in scripts), f"experiments/{name}: a script its Run block runs is missing"
+            continue
+        commit = archived.group(1)
+        tree = subprocess.run(["git", "ls-tree", "-r", "--name-only", commit, f"experiments/{name}"], cwd=ROOT,
+                              capture_output=True, text=True)
+        assert tree.returncode == 0, f"experiments/{name}: its Run block's commit {commit}: {tree.stderr.strip()}"
+        missing = sorted(set(scripts) - {Path(f).name for f in tree.stdout.split()})
+        assert not missing, f"experiments/{name}: scripts its Run block runs that {commit} does not hold: {missing}"
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
