@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from foxwb.workbench.data.atomic import WriteError
 from foxwb.workbench.data.english.build import CorpusDigestError, build_set
 from foxwb.workbench.data.english.deb import DebError
 from foxwb.workbench.data.english.fetch import FetchError
@@ -15,7 +16,7 @@ from foxwb.workbench.data.english.read import read_documents
 from foxwb.workbench.data.english.sources import SETS
 from foxwb.workbench.spec.data import EnglishData
 from foxwb.workbench.spec.errors import SpecError
-from foxwb.workbench.train.faults import check_folder
+from foxwb.workbench.train.faults import check_folder, sentence
 
 
 def state(name: str, folder: Path) -> str:
@@ -51,9 +52,10 @@ def command(args: argparse.Namespace) -> int:
     start = time.monotonic()
     try:
         path = build_set(args.set, out, cache, progress=lambda line: print(line, flush=True))
-    except (FetchError, CorpusDigestError, DebError, RDataError, OSError) as e:
-        # What the network, the cache or a package gave is not what the set pins: nothing was written.
-        print(f"error: {e}", file=sys.stderr)
+    except (FetchError, CorpusDigestError, DebError, RDataError, WriteError, OSError) as e:
+        # What the network, the cache or a package gave is not what the set pins, or a file could not
+        # be written: nothing of the build was left.
+        print(f"error: {sentence(e) if isinstance(e, OSError) else e}", file=sys.stderr)
         return 1
     print(f"built {path} in {time.monotonic() - start:.0f} s: its JSONL hashes to the pinned "
           f"{SETS[args.set].sha256[:16]}...; train on it with data: {{kind: english, set: {args.set}, path: {out}}}")

@@ -9,6 +9,7 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+from foxwb.workbench.data.atomic import WriteError
 from foxwb.workbench.spec import overrides
 from foxwb.workbench.spec.errors import SpecError
 from foxwb.workbench.train import faults
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if not faults.is_environment(e):
             raise
-        print(f"error: {faults.sentence(e) if not isinstance(e, faults.WriteError) else e}", file=sys.stderr)
+        print(f"error: {faults.sentence(e) if not isinstance(e, WriteError) else e}", file=sys.stderr)
         return 1
 
 

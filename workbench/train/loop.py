@@ -24,7 +24,7 @@ import torch.nn as nn
 
 from foxwb.workbench.train.evaluate import acp_kept_fraction, per_position_loss
 from foxwb.workbench.execution import Execution
-from foxwb.workbench.train.faults import write_atomically
+from foxwb.workbench.data.atomic import write_atomically
 from foxwb.workbench.train.grad_parts import GradParts
 from foxwb.workbench.spec.trial import TrainSpec, TrialSpec
 from foxwb.workbench.train.steps import BatchQueue, Launched, lr_at, make_optimizer, step_callable, train_step
@@ -68,7 +68,7 @@ def save_checkpoint(path: Path, model, opt, state: TrainState, spec_hash: str) -
 
 def write_checkpoint(path: Path, model_state: dict, optimizer_state: dict, state: TrainState, spec_hash: str) -> None:
     """Write to a temporary file and rename: a kill or a failed write (disk full) mid-way leaves
-    the last good checkpoint (foxwb.workbench.train.faults.write_atomically). The one format for any worker
+    the last good checkpoint (foxwb.workbench.data.atomic.write_atomically). The one format for any worker
     count: the whole model's state dict and the optimizer's, its parameters numbered in the order
     of make_optimizer's groups."""
     ckpt = {"model": model_state, "optimizer": optimizer_state, "step": state.step,

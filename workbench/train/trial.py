@@ -15,7 +15,7 @@ from foxwb.components.registry import plugins_used
 from foxwb.workbench.train import layout
 from foxwb.workbench.data.load import check_test_split, load_data
 from foxwb.workbench.execution import Execution
-from foxwb.workbench.train.faults import write_atomically
+from foxwb.workbench.data.atomic import write_atomically
 from foxwb.workbench.train.evaluate import evaluate, unigram_entropy
 from foxwb.workbench.spec.cost import flops_per_token, param_counts
 from foxwb.workbench.model import build_model
@@ -84,7 +84,7 @@ def versions() -> dict:
 
 
 def write_json(path: Path, obj) -> None:
-    """Atomic: a reader never sees half a file, a failed write leaves none (faults.write_atomically)."""
+    """Atomic: a reader never sees half a file, a failed write leaves none (data.atomic.write_atomically)."""
     text = json.dumps(obj, indent=1)
     write_atomically(path, lambda tmp: tmp.write_text(text))
 

@@ -7,6 +7,8 @@ import hashlib
 import io
 import json
 import lzma
+import resource
+import signal
 import socket
 import struct
 import tarfile
@@ -22,6 +24,7 @@ from foxwb.workbench.data.english.rdata import r_lazyload, r_unserialize
 from foxwb.workbench.data.english.rst import rst_to_text
 from foxwb.workbench.data.english.sources import SETS, CorpusSet, InputFile, Source
 from foxwb.workbench.data.english.text import html_to_text, split_merge
+from tests.cli import wb
 
 
 # --- small archives, built here ---------------------------------------------------------------
@@ -287,7 +290,33 @@ def test_a_set_whose_digest_is_not_the_pinned_one_writes_nothing(tmp_path, tiny,
                                                 rf"{hashlib.sha256(jsonl).hexdigest()}, expected the pinned {wrong}: "
                                                 r"a different Python version"):
         build_set("tiny", tmp_path / "out", cache)
-    assert list((tmp_path / "out").iterdir()) == []
+    assert not (tmp_path / "out").exists()  # checked before a byte is written: not even the folder is made
+
+
+def test_a_set_that_cannot_be_written_leaves_nothing_and_wb_corpus_names_the_file(tmp_path, tiny):
+    """A file-size limit (as a full disk would) stops the set's file, or its manifest after it:
+    `wb corpus` ends with one sentence naming that file and exit status 1, and the folder holds
+    nothing of the build (no temporary, no set without its manifest), so that it builds again."""
+    cache, _ = tiny
+    ref = build_set("tiny", tmp_path / "ref", cache)
+    xz_bytes, manifest_bytes = ref.stat().st_size, ref.with_name("tiny.json").stat().st_size
+    assert xz_bytes < manifest_bytes  # so that a limit between them stops the manifest only
+    for limit, stopped in ((64, "tiny.jsonl.xz"), (xz_bytes, "tiny.json")):
+        out = tmp_path / f"out-{limit}"
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+        try:
+            proc = wb("corpus", "tiny", "--dir", out, "--cache", cache, in_process=True)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, previous)
+        errors = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 1 and errors == [f"error: could not write {out / stopped}: File too large; "
+                                                   "the previous version, if any, is kept"], proc.stderr
+        assert list(out.iterdir()) == []
+        proc = wb("corpus", "tiny", "--dir", out, "--cache", cache, in_process=True)
+        assert proc.returncode == 0 and sorted(p.name for p in out.iterdir()) == ["tiny.json", "tiny.jsonl.xz"]
 
 
 def test_an_unknown_set_names_the_sets(tmp_path):

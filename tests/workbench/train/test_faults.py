@@ -124,7 +124,7 @@ def test_a_result_that_cannot_be_written_keeps_the_previous_one_whole(tmp_path):
     """result.json (and spec.json) go through trial.write_json: a write that fails mid-file (a
     file-size limit, as a full disk would; in this process, for the few milliseconds of the write)
     raises the sentence and leaves the previous result as it was, with no temporary beside it."""
-    from foxwb.workbench.train.faults import WriteError
+    from foxwb.workbench.data.atomic import WriteError
     from foxwb.workbench.train.trial import write_json
 
     path = tmp_path / "result.json"
