@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from foxwb.workbench.spec import overrides
-from foxwb.workbench.spec.trial import FEWER_SEQUENCES, load_trial
+from foxwb.workbench.spec.trial import FEWER_SEQUENCES, TrialSpec, load_trial
 from foxwb.workbench.train import faults, layout
 from foxwb.workbench.train.folder_lock import FolderLock
 from foxwb.workbench.train.loop import TrainError
@@ -29,6 +29,35 @@ def stop_as_ctrl_c() -> None:
         signal.signal(signal.SIGHUP, stop)
 
 
+def train_into(args: argparse.Namespace, trial: TrialSpec, out: Path) -> dict | None:
+    """Train ``trial`` into ``out`` (held by this process): its result, or None after a training
+    error said on stderr."""
+    if not args.resume and (out / layout.CHECKPOINT).exists():
+        (out / layout.CHECKPOINT).unlink()
+    print(f"trial {trial.spec_hash()}  ->  {out}", file=sys.stderr)
+    note = trial.train.warmup_note(trial.data.context)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    stop_as_ctrl_c()
+    try:
+        if trial.train.workers > 1:
+            # Ray Train, imported for N workers only (see above).
+            from foxwb.workbench.run.ray_train import run_workers
+
+            result = run_workers(trial, out)
+        else:
+            result = run_trial(trial, out, progress=True)
+    except TrainError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+    except KeyboardInterrupt:
+        if (out / layout.CHECKPOINT).exists():
+            print(f"\nstopped: `wb train {args.trial}{overrides.shown(args.overrides)} --out {out}` again resumes from "
+                  "its last checkpoint", file=sys.stderr)
+        raise
+    return result
+
+
 def command(args: argparse.Namespace) -> int:
     trial = load_trial(args.trial, args.overrides)
     if args.workers is not None:
@@ -44,29 +73,15 @@ def command(args: argparse.Namespace) -> int:
             print(f"error: --out {out} is in use by another `wb train`: two trials writing one folder would mix "
                   "their checkpoints and metrics; wait for it to end or give another --out", file=sys.stderr)
             return 2
-        if not args.resume and (out / layout.CHECKPOINT).exists():
-            (out / layout.CHECKPOINT).unlink()
-        print(f"trial {trial.spec_hash()}  ->  {out}", file=sys.stderr)
-        note = trial.train.warmup_note(trial.data.context)
-        if note:
-            print(f"note: {note}", file=sys.stderr)
-        stop_as_ctrl_c()
+        result = None
         try:
-            if trial.train.workers > 1:
-                # Ray Train, imported for N workers only (see above).
-                from foxwb.workbench.run.ray_train import run_workers
-
-                result = run_workers(trial, out)
-            else:
-                result = run_trial(trial, out, progress=True)
-        except TrainError as e:
-            print(f"error: {e}", file=sys.stderr)
+            result = train_into(args, trial, out)
+        finally:
+            if result is None:
+                # A trial that failed before it wrote a file leaves no empty --out of its own making.
+                lock.remove_if_empty()
+        if result is None:
             return 1
-        except KeyboardInterrupt:
-            if (out / layout.CHECKPOINT).exists():
-                print(f"\nstopped: `wb train {args.trial}{overrides.shown(args.overrides)} --out {out}` again resumes from "
-                      "its last checkpoint", file=sys.stderr)
-            raise
     rate = f"{result['tokens_per_s']:,.0f} tokens/s" if result["tokens_per_s"] else "n/a"
     mfu = f", MFU {100 * result['mfu']:.1f}%" if result["mfu"] else ""
     if result.get("test_loss") is not None:

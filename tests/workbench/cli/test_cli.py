@@ -227,6 +227,30 @@ def test_a_file_of_the_other_kind_names_its_command(tmp_path):
     assert not (tmp_path / "w").exists() and not (tmp_path / "out").exists()
 
 
+def test_a_trial_that_fails_before_writing_leaves_no_out_folder_of_its_own(tmp_path):
+    """`wb train --out DIR` of a trial that fails before it writes a file (here its English set is
+    not built) takes back the folders it made for DIR, parents included; a folder the user already
+    had stays, and so does one that a file was written into."""
+    import yaml
+
+    from foxwb.workbench.train.folder_lock import FolderLock
+
+    spec = yaml.safe_load((ROOT / "studies/trial_tiny.yaml").read_text())
+    spec["data"] = {"kind": "english", "set": "core", "path": str(tmp_path / "no-corpus"), "context": 128}
+    trial = tmp_path / "trial.yaml"
+    trial.write_text(yaml.safe_dump(spec))
+    had = tmp_path / "had"
+    had.mkdir()
+    for out in (tmp_path / "runs" / "tiny", had):
+        proc = wb("train", trial, "--out", out)
+        assert proc.returncode == 2 and f"no core.jsonl.xz in {tmp_path / 'no-corpus'}" in proc.stderr, proc.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["had", "trial.yaml"] and list(had.iterdir()) == []
+    with FolderLock(tmp_path / "runs" / "written") as lock:
+        (tmp_path / "runs" / "written" / "spec.json").write_text("{}")
+        lock.remove_if_empty()
+    assert (tmp_path / "runs" / "written" / "spec.json").is_file()
+
+
 def test_only_a_checkpoint_of_an_unfinished_training_counts_as_resumed(tmp_path):
     """A trial's folder may hold the checkpoint of a finished training (another study ran the same
     trial, or its evaluation was cut off): running it again trains from the first step, so the
