@@ -194,15 +194,34 @@ def _forward_gluon(q, k, v, c, o, lse, sm_scale, starts) -> None:
     )
 
 
-def _gluon_desc(x: torch.Tensor, rows: int):
-    """A Gluon TMA descriptor of x's (B * T, H * D) view, read in tiles of (rows, D)."""
+@functools.lru_cache(maxsize=None)
+def _gluon_layout(rows: int, D: int, dtype: torch.dtype):
+    """The shared-memory layout of a (rows, D) tile of fp16/bf16, as Gluon's default picks it: the
+    same for every call of one shape, and about 20 us of the host's time to build."""
     # Late: Gluon is experimental and imported only where use_gluon found it and chose it.
     from triton.experimental.gluon import language as gl
+
+    return gl.NVMMASharedLayout.get_default_for([rows, D], gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
+
+
+def _gluon_desc(x: torch.Tensor, rows: int):
+    """A Gluon TMA descriptor of x's (B * T, H * D) view, read in tiles of (rows, D).
+
+    Built without the descriptor class's own checks (its __post_init__, about 20 us of the host's
+    time a descriptor, seven descriptors a forward+backward): use_tma checked the layout already
+    (fp16/bf16, 16-byte aligned base and rows, d contiguous), and the tiles come from the Gluon
+    tables. An empty tensor gets the checked constructor, which refuses it."""
+    # Late: Gluon is experimental and imported only where use_gluon found it and chose it.
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     B, T, H, D = x.shape
-    layout = gl.NVMMASharedLayout.get_default_for([rows, D], gl.bfloat16 if x.dtype == torch.bfloat16 else gl.float16)
-    return TensorDescriptor(x, [B * T, H * D], [_row_stride(x), 1], [rows, D], layout)
+    fields = dict(base=x, shape=[B * T, H * D], strides=[_row_stride(x), 1], block_shape=[rows, D],
+                  layout=_gluon_layout(rows, D, x.dtype), padding="zero")
+    if B * T * H * D == 0:
+        return TensorDescriptor(**fields)
+    desc = TensorDescriptor.__new__(TensorDescriptor)
+    desc.__dict__.update(fields)
+    return desc
 
 
 _ROWS_PER_PROGRAM = 256  # rows of q and k per program of norm_max_kernel (docs/kernels.md, "Pruning")

@@ -114,3 +114,24 @@ def test_the_gluon_path_is_taken_only_on_a_gpu_and_where_asked():
             assert not launch.use_gluon(q, q, q, q, q, backward=True)
         finally:
             launch.GLUON_FWD = launch.GLUON_BWD = None
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_descriptor_built_without_its_checks_is_the_checked_one(dtype):
+    """launch._gluon_desc skips the descriptor class's checks on the host's hot path: what it builds
+    must be field for field what the checked constructor builds, for a (B, T, H, D) tensor and a
+    column slice of a projection alike; an empty tensor still meets the checks."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    qkv = torch.zeros(2, 77, 3 * 4 * 64, dtype=dtype)
+    for x, rows in ((torch.zeros(3, 50, 2, 128, dtype=dtype), 64), (qkv[..., 256:512].view(2, 77, 4, 64), 128)):
+        B, T, H, D = x.shape
+        fast = launch._gluon_desc(x, rows)
+        checked = TensorDescriptor(x, [B * T, H * D], [launch._row_stride(x), 1], [rows, D],
+                                   launch._gluon_layout(rows, D, x.dtype))
+        assert type(fast) is TensorDescriptor
+        assert fast.base is x and fast.padding == checked.padding
+        assert (fast.shape, fast.strides, fast.block_shape, fast.layout) == \
+            (checked.shape, checked.strides, checked.block_shape, checked.layout)
+    with pytest.raises(AssertionError, match="shape must be positive"):
+        launch._gluon_desc(torch.zeros(1, 0, 2, 64, dtype=dtype), 64)
