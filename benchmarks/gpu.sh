@@ -106,10 +106,12 @@ with open(sys.argv[1], 'rb') as src, lzma.open(sys.argv[2], 'wb', preset=6) as d
         [ "$left" -lt 30 ] && { echo "claims: no time left for $name" | tee -a "$OUT/claims.log"; status=1; break; }
         mkdir -p "/tmp/claims/$name"
         echo "== $name ($left s left) $(date -u +%H:%M:%S)" >> "$OUT/claims.log"
+        began=$(date +%s)
         timeout -k 30 -s INT "$left" python3 -m foxwb.workbench.cli.main run "experiments/claims_nl/$name.yaml" \
           --workdir "/tmp/claims/$name" >> "$OUT/claims.log" 2>&1
         rc=$?; [ $rc -ne 0 ] && status=1
-        echo "== $name ended rc $rc $(date -u +%H:%M:%S)" >> "$OUT/claims.log"
+        # The study's cost: the wall time of its wb run, which holds the whole GPU.
+        echo "== $name ended rc $rc $(date -u +%H:%M:%S): $(( $(date +%s) - began )) s of wb run on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" >> "$OUT/claims.log"
       done
       (cd /tmp/claims && tar czf "$OUT/claims.tgz" */mlflow.db */trials/*/result.json 2>/dev/null)
       grep -E "^== |verdict|claim" "$OUT/claims.log" | tail -30 ;;
