@@ -183,3 +183,49 @@ def test_the_ladder_significance_is_holm_adjusted(reproduction, ladder):
     for size, p in zip(SIZES, adjusted):
         assert re.search(rf"^\| {size} \| .* \| {p:.2g} \|$", reproduction, re.M), size
     assert "significant at XS, S and XL" not in text
+
+
+def claims_table():
+    """scripts/claims_table.py, imported from its file (scripts/ is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("claims_table", ROOT / "scripts" / "claims_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_claims_table_is_what_the_committed_exports_give(reproduction):
+    """The English claims table and its cost line, as scripts/claims_table.py builds them from each
+    study's `wb results --format json` export and the GPU calls' log, stand on the page as they are."""
+    lines, cost = claims_table().rows()
+    start = reproduction.index("<!-- claims table: python scripts/claims_table.py -->\n")
+    end = reproduction.index("<!-- end of the claims table -->")
+    block = reproduction[start:end].split("\n", 1)[1].strip()
+    assert block == "\n".join(lines) + "\n\n" + "\n".join(cost)
+
+
+def test_the_claims_prose_figures(reproduction):
+    """The figures the English claims section's prose gives beside its table: each row's lr choice,
+    the windows' and the full-attention Transformer's test perplexity, the stopped run's trials, and
+    the cost split between decided claims and the stopped run."""
+    page = flat(section(reproduction, "## The paper's claims on English prose"))
+    table3, gates = results("claims_nl/claims_table3.json"), results("claims_nl/claims_gate_kinds.json")
+    confirmed = [r for r in table3.values() if not r.get("search_point")]
+    assert len(confirmed) == 4 and {r["chosen"] for r in confirmed} == {"lr=0.002"}
+    assert "all four chose lr 0.002" in page
+    w64, w256 = gates["Transformer (Pro) window 64"]["mean"], gates["Transformer (Pro) window 256"]["mean"]
+    full = table3["Transformer (Pro)"]["mean"]
+    assert f"test perplexity {w64:.2f} against {w256:.2f} at 256" in page
+    assert f"Transformer (Pro) has {full:.2f} in `claims_table3`" in page
+    log = (EXPERIMENTS / "claims_nl" / "gpu-calls.log").read_text()
+    stopped = re.findall(r"study 'claims_pro_parts': (\d+) trials; 0 trials were already done; (\d+) finished now", log)
+    assert stopped == [("49", "36")] and "36 of its first look's 49 trials done" in page
+    cost = claims_table().gpu_seconds()
+    decided = cost["claims_table3"][0] + cost["claims_gate_kinds"][0]
+    total = sum(s for s, _, _ in cost.values())
+    assert f"{total} GPU-seconds, {total / 60:.1f} H100-minutes: {decided} s for the six decided claims and " \
+           f"{cost['claims_pro_parts'][0]} s for the stopped run" in page
+    decided_claims = [c for study in ("claims_table3", "claims_gate_kinds")
+                      for c in json.loads((EXPERIMENTS / "claims_nl" / f"{study}.json").read_text())["claims"]]
+    assert len(decided_claims) == 6 and all(c["verdict"] in ("better", "equivalent") for c in decided_claims)
