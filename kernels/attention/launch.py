@@ -197,7 +197,7 @@ def _forward_gluon(q, k, v, c, o, lse, sm_scale, starts) -> None:
 @functools.lru_cache(maxsize=None)
 def _gluon_layout(rows: int, D: int, dtype: torch.dtype):
     """The shared-memory layout of a (rows, D) tile of fp16/bf16, as Gluon's default picks it: the
-    same for every call of one shape, and about 20 us of the host's time to build."""
+    same for every call of one shape, built once (docs/kernels.md, "Forgetting attention beside its peers")."""
     # Late: Gluon is experimental and imported only where use_gluon found it and chose it.
     from triton.experimental.gluon import language as gl
 
@@ -207,10 +207,11 @@ def _gluon_layout(rows: int, D: int, dtype: torch.dtype):
 def _gluon_desc(x: torch.Tensor, rows: int):
     """A Gluon TMA descriptor of x's (B * T, H * D) view, read in tiles of (rows, D).
 
-    Built without the descriptor class's own checks (its __post_init__, about 20 us of the host's
-    time a descriptor, seven descriptors a forward+backward): use_tma checked the layout already
-    (fp16/bf16, 16-byte aligned base and rows, d contiguous), and the tiles come from the Gluon
-    tables. An empty tensor gets the checked constructor, which refuses it."""
+    Built without the descriptor class's own checks (its __post_init__, run for each of the seven
+    descriptors of a forward+backward; docs/kernels.md, "Forgetting attention beside its peers"):
+    use_tma checked the layout already (fp16/bf16, 16-byte aligned base and rows, d contiguous), and
+    the tiles come from the Gluon tables. An empty tensor gets the checked constructor, which
+    refuses it."""
     # Late: Gluon is experimental and imported only where use_gluon found it and chose it.
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
