@@ -18,6 +18,15 @@ ROOT = Path(__file__).resolve().parents[1]
 # Ray 2.60 sends the token that `ray start` turns on only where RAY_AUTH_MODE=token was set before
 # ray was first imported, which any test module may do: so here, before them all.
 os.environ.setdefault("RAY_AUTH_MODE", "token")
+# Two of Ray's waits that a test only sits out, set here so that every Ray the tests start inherits
+# them (the shared clusters, a test's own `ray start` nodes, the local Ray of a `wb run` subprocess):
+# - a `ray start --block` node stopped by SIGTERM first drains for up to 30 s while any worker of
+#   it is alive (Ray Train leaves one); 0: no drain;
+# - Ray Train's controller takes a worker's report off its queue (one report deep) every 2 s, so a
+#   worker's second report within 2 s waits for it; the trial's steps, reports and records are the
+#   same at 0.2 s (docs/performance.md, "The test suite").
+os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
+os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
 
 
 @pytest.fixture(autouse=True)

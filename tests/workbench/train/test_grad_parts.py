@@ -20,9 +20,14 @@ from tests.workbench.drivers import ROOT
 
 def tiny(grad_norm_parts: bool) -> TrialSpec:
     spec = yaml.safe_load((ROOT / "studies/trial_tiny.yaml").read_text())
+    # One thread, not the file's two: run_trial sets the pytest worker's torch threads, and two
+    # beside other work on 2 cores wait on each other (tests/conftest.py's _train_tiny).
     spec["train"].update(tokens=16 * 128 * 6, warmup_tokens=16 * 128, eval_every_tokens=None,
-                         checkpoint_every_tokens=None, grad_norm_parts=grad_norm_parts)
+                         checkpoint_every_tokens=None, grad_norm_parts=grad_norm_parts, cpu_threads=1)
     spec["data"]["max_bytes"] = 300_000
+    # The parts are a training record: the trial's closing evaluation is kept small (the default
+    # test set took most of the trial's time).
+    spec["eval"].update(sequences=2, length_multiples=[1], test_tokens=4096, min_test_tokens=1024)
     return TrialSpec.model_validate(spec)
 
 
