@@ -32,7 +32,8 @@
 #                                      # N workers where N > 1 GPUs (~4 min on one GPU)
 #
 # On the GPU machine, first: the workbench's dependencies installed (torch and triton as the machine
-# has them; pip install of the rest, or wheels carried in); the checkout itself need not be installed
+# has them; pip install of the rest, or wheels carried in: `python scripts/slim_wheels.py .gpu-wheels
+# .gpu-wheels-claims` adds ruamel.yaml, which the shared wheel list lacks); the checkout itself need not be installed
 # (scripts/checkout_path.sh, sourced below, makes it importable as foxwb). The peers' code lives in the git-ignored .peers/ (docs/kernels.md).
 set -u
 OUT=${OUT:-/tmp/bench-out}

@@ -2,18 +2,24 @@
 about 2.1 MB less to carry: what lets a call carry the English set `core` (1.96 MB) beside the
 wheels and the working tree inside the 64 MiB limit (experiments/claims_nl/README.md). Ray Tune and
 Ray Train import neither package. Every other wheel is copied as it is; the Ray wheel's RECORD loses
-the lines of the files left out.
+the lines of the files left out. The shared wheel list lacks one dependency that every `wb` command
+imports and the GPU machine does not have, ruamel.yaml (the study files' reader; pure Python, 0.1 MB):
+its wheel, at the version installed here, is downloaded into the copy.
 
     python scripts/slim_wheels.py .gpu-wheels .gpu-wheels-claims
 """
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
+from importlib import metadata
 import zipfile
 from pathlib import Path
 
 DROPPED = ("ray/rllib/", "ray/llm/")
+# What `wb run` imports that neither the GPU machine nor the shared wheel list has.
+MISSING_ON_GPU = ("ruamel.yaml",)
 
 
 def dropped(name: str) -> bool:
@@ -47,6 +53,15 @@ def main(argv: list[str]) -> int:
             slim_ray(wheel, dst / wheel.name)
         else:
             shutil.copy2(wheel, dst / wheel.name)
+    for name in MISSING_ON_GPU:
+        pin = f"{name}=={metadata.version(name)}"
+        # pure-Python wheels: any platform's is the GPU machine's (Python 3.12)
+        got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                              "--python-version", "3.12", "-d", str(dst), pin], capture_output=True, text=True)
+        if got.returncode != 0:
+            print(f"error: could not download {pin} into {dst}: {got.stderr.strip()[-300:]}", file=sys.stderr)
+            return 1
+    wheels = sorted(dst.glob("*.whl"))
     before, after = (sum(w.stat().st_size for w in folder.glob("*.whl")) for folder in (src, dst))
     print(f"{dst}: {len(wheels)} wheels, {after / 1e6:.2f} MB (from {before / 1e6:.2f} MB)")
     return 0
