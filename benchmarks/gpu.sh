@@ -25,7 +25,9 @@
 #       back into the store that came back (this part restores the indexes slim drops)
 #   bash benchmarks/gpu.sh claims      # experiments/claims_nl's studies one after another (CLAIMS: their names,
 #       default all), until $CLAIMS_SECONDS (default 560) are spent; each runs in /tmp/claims/NAME
-#       (its store, resumed by a later call on the same machine); the English set `core` is read
+#       (its store, resumed by a later call on the same machine, or on another from a store carried
+#       in as wb-runs/claims/NAME.db.xz: `python scripts/carry_store.py slim mlflow.db
+#       wb-runs/claims/NAME.db.xz` of the store that came back); the English set `core` is read
 #       from wb-corpora/ (carry wb-corpora/core.jsonl.xz); every study's store and trials' results
 #       come back in $OUT/claims.tgz, the drivers' logs in $OUT/claims.log
 #   bash benchmarks/gpu.sh ray-train   # 125M FoX (Pro): plain, Ray Train 1 worker DDP / FSDP, and
@@ -44,6 +46,23 @@ export PYTHONUNBUFFERED=1
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(tests kernels trials)  # ray-train: only when named
 status=0
+# restore_store STORE WORKDIR: a store carried in as STORE.db or STORE.db.xz becomes WORKDIR's
+# mlflow.db unless WORKDIR has one (a later call on the same machine resumes its own), so that the
+# study resumes from it (finished trials are kept).
+restore_store() {
+  mkdir -p "$2"
+  [ -f "$1.db" ] && [ ! -f "$2/mlflow.db" ] && cp "$1.db" "$2/mlflow.db"
+  [ -f "$1.db.xz" ] && [ ! -f "$2/mlflow.db" ] && python3 -c "import lzma, shutil, sys
+with lzma.open(sys.argv[1]) as src, open(sys.argv[2], 'wb') as dst: shutil.copyfileobj(src, dst)" "$1.db.xz" "$2/mlflow.db"
+  # A carried store may have had the metrics table's two secondary indexes dropped to fit the
+  # carry limit (see the header); MLflow's queries want them back.
+  [ -f "$2/mlflow.db" ] && python3 -c "import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute('CREATE INDEX IF NOT EXISTS index_metrics_run_uuid ON metrics (run_uuid)')
+db.execute('CREATE INDEX IF NOT EXISTS index_metrics_run_uuid_key_step ON metrics (run_uuid, \"key\", step)')
+db.commit()" "$2/mlflow.db"
+  return 0
+}
 for part in "${parts[@]}"; do
   case $part in
     tests)
@@ -79,17 +98,7 @@ for part in "${parts[@]}"; do
     stability)
       wd=${STABILITY_WORKDIR:-/tmp/stability}
       store=${STABILITY_STORE:-wb-runs/stability}
-      mkdir -p "$wd"
-      [ -f "$store.db" ] && [ ! -f "$wd/mlflow.db" ] && cp "$store.db" "$wd/mlflow.db"
-      [ -f "$store.db.xz" ] && [ ! -f "$wd/mlflow.db" ] && python3 -c "import lzma, shutil, sys
-with lzma.open(sys.argv[1]) as src, open(sys.argv[2], 'wb') as dst: shutil.copyfileobj(src, dst)" "$store.db.xz" "$wd/mlflow.db"
-      # A carried store may have had the metrics table's two secondary indexes dropped to fit the
-      # carry limit (see the header); MLflow's queries want them back.
-      [ -f "$wd/mlflow.db" ] && python3 -c "import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-db.execute('CREATE INDEX IF NOT EXISTS index_metrics_run_uuid ON metrics (run_uuid)')
-db.execute('CREATE INDEX IF NOT EXISTS index_metrics_run_uuid_key_step ON metrics (run_uuid, \"key\", step)')
-db.commit()" "$wd/mlflow.db"
+      restore_store "$store" "$wd"
       timeout -k 30 -s INT "${STABILITY_SECONDS:-560}" python3 -m foxwb.workbench.cli.main run "${STABILITY_STUDY:-studies/stability.yaml}" \
         --workdir "$wd" > "$OUT/stability.log" 2>&1 || status=1
       cp "$wd/mlflow.db" "$OUT/stability.db"
@@ -105,7 +114,7 @@ with open(sys.argv[1], 'rb') as src, lzma.open(sys.argv[2], 'wb', preset=6) as d
       for name in ${CLAIMS:-claims_table3 claims_pro_parts claims_gate_kinds claims_context claims_acp}; do
         left=$(( end - $(date +%s) ))
         [ "$left" -lt 30 ] && { echo "claims: no time left for $name" | tee -a "$OUT/claims.log"; status=1; break; }
-        mkdir -p "/tmp/claims/$name"
+        restore_store "wb-runs/claims/$name" "/tmp/claims/$name"
         echo "== $name ($left s left) $(date -u +%H:%M:%S)" >> "$OUT/claims.log"
         began=$(date +%s)
         timeout -k 30 -s INT "$left" python3 -m foxwb.workbench.cli.main run "experiments/claims_nl/$name.yaml" \
