@@ -2,7 +2,8 @@
 claims studies committed: each study's `wb results --format json` export in experiments/claims_nl/
 (the claims, their verdicts, effects, intervals and seeds) and the log of the GPU calls that ran
 them (`bash benchmarks/gpu.sh claims` writes a line per `wb run` with its wall time and GPU).
-Prints the Markdown table, then the cost per study and in all; tests/test_reproduction_figures.py
+Prints the Markdown table, then the cost per study and in all, then each study's fairness report
+in a line (each row's choice, the grid, its flags); tests/test_reproduction_figures.py
 checks that the page carries this output as it is.
 
     python scripts/claims_table.py
@@ -27,19 +28,36 @@ PAPER = {
     "a bias-only gate beats a fixed one": "Figure 7: ahead (curves, no number)",
     "FoX (Pro) beats a window of 256": "not in the paper (a recency control)",
     "FoX (Pro) beats a window of 64": "not in the paper (a recency control)",
+    "QK-norm helps": "6.62 vs 6.79 (2.6%)",
+    "the output gate helps": "6.62 vs 6.86 (3.6%)",
+    "the output norm helps": "6.62 vs 6.69 (1.1%)",
+    "KV-shift helps": "6.62 vs 6.80 (2.7%)",
+    "the forget gate helps": "6.62 vs 7.40 (11.8%)",
+    "RoPE adds nothing to FoX (Pro)": "6.63 vs 6.62 (+0.15%)",
+    "FoX (Pro) beats Transformer (Pro) at 1024": "the lead grows with the context (no number)",
+    "FoX (Pro) beats Transformer (Pro) at 2048": "the lead grows with the context (no number)",
+    "FoX (Pro) beats Transformer (Pro) at 4096": "the lead grows with the context (no number)",
+    "pruning leaves what FoX (Pro) learns unchanged": "no loss in quality (the ACP paper)",
 }
 _ENDED = re.compile(r"^== (\S+) ended rc (\d+) \S+: (\d+) s of wb run on (.+)$")
 
 
 def gpu_seconds(log: Path = LOG) -> dict[str, tuple[int, set[str], bool]]:
-    """study -> (seconds of wb run summed over the calls, the GPUs, whether its last run finished)."""
+    """study -> (seconds of wb run summed over the calls, the GPUs, whether its last run finished).
+    A run finished when its `wb run` exited 0 or printed that every claim was decided: a call's time
+    limit may stop the driver in Ray's shutdown after the plan has stopped (rc 124)."""
     out: dict[str, tuple[int, set[str], bool]] = {}
+    decided = False
     for line in log.read_text().splitlines() if log.exists() else []:
+        if line.startswith("== ") and " ended rc " not in line:
+            decided = False
+        elif "every claim decided" in line:
+            decided = True
         m = _ENDED.match(line)
         if m:
             name, rc, seconds, gpu = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4).strip()
             total, gpus, _ = out.get(name, (0, set(), False))
-            out[name] = (total + seconds, gpus | {gpu}, rc == 0)
+            out[name] = (total + seconds, gpus | {gpu}, rc == 0 or decided)
     return out
 
 
@@ -73,11 +91,44 @@ def rows(folder: Path = FOLDER, log: Path = LOG) -> tuple[list[str], list[str]]:
     return lines, cost_lines
 
 
+def _value(v: object) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def fairness(folder: Path = FOLDER) -> list[str]:
+    """A line per study that ran: each row's choice of its searched knobs, the grid, and the fairness
+    report's flags (a choice at the grid's edge, a knob one row sets that others leave unsearched)."""
+    out = []
+    for study in STUDIES:
+        export = folder / f"{study}.json"
+        if not export.exists():
+            continue
+        report = json.loads(export.read_text())["fairness"]
+        choices, grids = [], set()
+        for row in report["rows"]:
+            choice = ", ".join(f"{k.rsplit('.', 1)[-1]} {_value(v)}" for k, v in (row["choice"] or {}).items())
+            knobs = ", ".join(f"{k.rsplit('.', 1)[-1]} {_value(v)}" for k, v in row["knobs"].items())
+            choices.append(f"{row['row']}{' ' + choice if choice else ''}" + (f" (set: {knobs})" if knobs else ""))
+            grids |= {f"{k.rsplit('.', 1)[-1]} in {{{', '.join(_value(x) for x in xs)}}}" for k, xs in row["searched"].items()}
+        flags = "; ".join(flag["text"] for flag in report["flags"]) or "none (no choice at the grid's edge, no knob unsearched)"
+        if grids:
+            out.append(f"- `{study}`: searched {', '.join(sorted(grids))} on seed 0, each row on its own; "
+                       f"chose {'; '.join(choices)}; flags: {flags}")
+        else:
+            out.append(f"- `{study}`: nothing searched, every row at the study file's recipe: {'; '.join(choices)}; "
+                       f"flags: {flags}")
+    return out
+
+
+def text(folder: Path = FOLDER, log: Path = LOG) -> str:
+    """What the page carries between its markers: the table, the cost line, the fairness lines."""
+    lines, cost = rows(folder, log)
+    return "\n".join([*lines, "", *cost, "", "The fairness report of each study (`wb results`' \"fairness\"):", "",
+                      *fairness(folder)])
+
+
 def main() -> int:
-    lines, cost = rows()
-    print("\n".join(lines))
-    print()
-    print("\n".join(cost))
+    print(text())
     return 0
 
 

@@ -196,36 +196,72 @@ def claims_table():
 
 
 def test_the_claims_table_is_what_the_committed_exports_give(reproduction):
-    """The English claims table and its cost line, as scripts/claims_table.py builds them from each
-    study's `wb results --format json` export and the GPU calls' log, stand on the page as they are."""
-    lines, cost = claims_table().rows()
+    """The English claims table, its cost line and each study's fairness line, as
+    scripts/claims_table.py builds them from each study's `wb results --format json` export and the
+    GPU calls' log, stand on the page as they are."""
     start = reproduction.index("<!-- claims table: python scripts/claims_table.py -->\n")
     end = reproduction.index("<!-- end of the claims table -->")
     block = reproduction[start:end].split("\n", 1)[1].strip()
-    assert block == "\n".join(lines) + "\n\n" + "\n".join(cost)
+    assert block == claims_table().text()
+
+
+def claims(study: str) -> dict[str, dict]:
+    return {c["name"]: c for c in json.loads((EXPERIMENTS / "claims_nl" / f"{study}.json").read_text())["claims"]}
 
 
 def test_the_claims_prose_figures(reproduction):
-    """The figures the English claims section's prose gives beside its table: each row's lr choice,
-    the windows' and the full-attention Transformer's test perplexity, the stopped run's trials, and
-    the cost split between decided claims and the stopped run."""
+    """The figures the English claims section's prose gives beside its table: the lr choices, the
+    test perplexities behind the parts' and the contexts' verdicts, the spikes, which context
+    intervals overlap, pruning's speed and kept share, and the cost split."""
     page = flat(section(reproduction, "## The paper's claims on English prose"))
+    studies = ("claims_table3", "claims_pro_parts", "claims_gate_kinds", "claims_context")
+    choices = [row["choice"] for study in studies
+               for row in json.loads((EXPERIMENTS / "claims_nl" / f"{study}.json").read_text())["fairness"]["rows"]]
+    assert len(choices) == 23 and all(c == {"train.lr": 0.002} for c in choices)
+    assert "Every searched row of every study chose lr 0.002" in page
+
     table3, gates = results("claims_nl/claims_table3.json"), results("claims_nl/claims_gate_kinds.json")
-    confirmed = [r for r in table3.values() if not r.get("search_point")]
-    assert len(confirmed) == 4 and {r["chosen"] for r in confirmed} == {"lr=0.002"}
-    assert "all four chose lr 0.002" in page
     w64, w256 = gates["Transformer (Pro) window 64"]["mean"], gates["Transformer (Pro) window 256"]["mean"]
-    full = table3["Transformer (Pro)"]["mean"]
     assert f"test perplexity {w64:.2f} against {w256:.2f} at 256" in page
-    assert f"Transformer (Pro) has {full:.2f} in `claims_table3`" in page
-    log = (EXPERIMENTS / "claims_nl" / "gpu-calls.log").read_text()
-    stopped = re.findall(r"study 'claims_pro_parts': (\d+) trials; 0 trials were already done; (\d+) finished now", log)
-    assert stopped == [("49", "36")] and "36 of its first look's 49 trials done" in page
+    assert f"Transformer (Pro) has {table3['Transformer (Pro)']['mean']:.2f} in `claims_table3`" in page
+
+    parts = results("claims_nl/claims_pro_parts.json")
+    pro, nogate, nonorm = (parts[r] for r in ("FoX (Pro)", "FoX (Pro) - forget gate", "FoX (Pro) - output norm"))
+    assert all(parts[r]["n_seeds"] == 7 for r in parts if "[" not in r) and "7 seeds a row ran" in page
+    assert f"reaches test perplexity {nogate['mean']:.2f} against {pro['mean']:.2f}, and all of its runs spike" in page
+    assert nogate["runs_spiked"] == nogate["n_seeds"]
+    assert f"FoX (Pro) without it reaches {nonorm['mean']:.2f} against {pro['mean']:.2f}" in page
+    verdicts = {name: c["verdict"] for name, c in claims("claims_pro_parts").items()}
+    assert verdicts["QK-norm helps"] == "equivalent" and verdicts["the output norm helps"] == "worse"
+
+    context = results("claims_nl/claims_context.json")
+    t = [context[f"Transformer (Pro) {c}"] for c in (1024, 2048, 4096)]
+    f = [context[f"FoX (Pro) {c}"] for c in (1024, 2048, 4096)]
+    assert f"rises from {t[0]['mean']:.2f} to {t[1]['mean']:.2f} and {t[2]['mean']:.2f} with the context, and " \
+           f"{sum(r['runs_spiked'] for r in t)} of its {sum(r['n_seeds'] for r in t)} runs spike, against " \
+           f"{f[0]['mean']:.2f}, {f[1]['mean']:.2f} and {f[2]['mean']:.2f} for FoX (Pro) with no spike" in page
+    assert sum(r["runs_spiked"] for r in f) == 0
+    ci = [claims("claims_context")[f"FoX (Pro) beats Transformer (Pro) at {c}"]["ci95"] for c in (1024, 2048, 4096)]
+    assert ci[0][1] < ci[2][0] or ci[2][1] < ci[0][0]  # 1024 and 4096 apart
+    assert ci[1][0] <= ci[2][1] and ci[2][0] <= ci[1][1]  # 2048 and 4096 overlap
+    assert "the 1024 and 4096 intervals do not overlap, the 2048 and 4096 ones do" in page
+
+    rate, kept = results("claims_nl/claims_acp_tokens_per_s.json"), results("claims_nl/claims_acp_kept_fraction.json")
+    acp, base = rate["FoX (Pro) + ACP"], rate["FoX (Pro)"]
+    assert f"{acp['mean']:,.0f} tokens/s against {base['mean']:,.0f} without it ({acp['mean'] / base['mean']:.2f}x; " \
+           f"the paired difference {acp['paired_delta']:,.0f} +- {acp['paired_ci95']:,.0f} tokens/s is not significant, " \
+           f"p {acp['p_holm']:.2f})" in page and acp["p_holm"] > 0.05
+    assert f"all but {100 * kept['FoX (Pro) + ACP']['mean']:.2f}% of the causal pairs" in page
+    assert claims("claims_acp")["pruning leaves what FoX (Pro) learns unchanged"]["verdict"] == "equivalent"
+
     cost = claims_table().gpu_seconds()
-    decided = cost["claims_table3"][0] + cost["claims_gate_kinds"][0]
     total = sum(s for s, _, _ in cost.values())
-    assert f"{total} GPU-seconds, {total / 60:.1f} H100-minutes: {decided} s for the six decided claims and " \
-           f"{cost['claims_pro_parts'][0]} s for the stopped run" in page
-    decided_claims = [c for study in ("claims_table3", "claims_gate_kinds")
-                      for c in json.loads((EXPERIMENTS / "claims_nl" / f"{study}.json").read_text())["claims"]]
-    assert len(decided_claims) == 6 and all(c["verdict"] in ("better", "equivalent") for c in decided_claims)
+    n_claims = sum(len(claims(study)) for study in (*studies, "claims_acp"))
+    assert all(done for _, _, done in cost.values())
+    assert f"{total:,} GPU-seconds, {total / 60:.1f} H100-minutes for {n_claims} claims in five studies" in page
+    log = (EXPERIMENTS / "claims_nl" / "gpu-calls.log").read_text()
+    ended = re.findall(r"^== (\S+) ended rc (\d+) \S+: (\d+) s", log, re.M)
+    stopped = [int(s) for name, rc, s in ended if name == "claims_pro_parts" and rc == "124"]
+    failed = sum(int(s) for _, rc, s in ended if rc == "1")
+    assert f"{stopped[0]} s went to a first run of `claims_pro_parts` stopped" in page and len(stopped) == 1
+    assert f"and {failed} s to a call that failed on a missing wheel" in page
