@@ -252,7 +252,11 @@ def test_the_claims_prose_figures(reproduction):
            f"the paired difference {acp['paired_delta']:,.0f} +- {acp['paired_ci95']:,.0f} tokens/s is not significant, " \
            f"p {acp['p_holm']:.2f})" in page and acp["p_holm"] > 0.05
     assert f"all but {100 * kept['FoX (Pro) + ACP']['mean']:.2f}% of the causal pairs" in page
-    assert claims("claims_acp")["pruning leaves what FoX (Pro) learns unchanged"]["verdict"] == "equivalent"
+    pruning = claims("claims_acp")["pruning leaves what FoX (Pro) learns unchanged"]
+    assert pruning["verdict"] == "equivalent"
+    lo, hi = pruning["ci95"]
+    assert f"equivalent within 1%: {100 * pruning['delta']:+.2f}% [{100 * lo:+.2f}%, {100 * hi:+.2f}%], " \
+           f"{pruning['n_seeds']} seeds" in page
 
     cost = claims_table().gpu_seconds()
     total = sum(s for s, _, _ in cost.values())
