@@ -100,13 +100,21 @@ def no_gpu_here(study: StudySpec) -> bool:
     return torch.cuda.device_count() == 0
 
 
+def cpu_hint(study: StudySpec) -> str:
+    """How to run a GPU study on this machine's CPU instead: what to set, as --set edits."""
+    hint = "--set resources.gpu=0"
+    if (study.base.get("train") or {}).get("device") == "cuda":  # a trial asking cuda fails on a machine without it
+        hint += " --set train.device=cpu"
+    return f"pass {hint} to run it on the CPU (other trials: another spec hash)"
+
+
 def check_gpus(study: StudySpec, ray_address: str | None) -> None:
     if study.resources.gpu <= 0:
         return
     if ray_address is None:
         if no_gpu_here(study):
             raise SpecError(f"resources.gpu={study.resources.gpu}: this machine has no GPU; "
-                            "set resources.gpu: 0 to run on the CPU, or pass --ray-address of a cluster with GPUs")
+                            f"{cpu_hint(study)}, or --ray-address of a cluster with GPUs")
     else:
         import ray  # Ray is slow to import, and the dry run imports this module: only for a study that runs
 

@@ -141,9 +141,11 @@ def test_counts_below_one_are_refused_by_name(tmp_path):
 def test_a_dry_run_of_a_gpu_study_on_a_machine_without_one_says_so(tmp_path):
     import torch
 
-    out = wb("run", str(ROOT / "experiments/table3_4096_seeds/fox_table3_4096_seeds.yaml"), "--workdir", str(tmp_path / "w"), "--dry-run")
+    out = wb("run", str(ROOT / "experiments/claims_nl/claims_acp.yaml"), "--workdir", str(tmp_path / "w"), "--dry-run")
     assert out.returncode == 0, out.stderr
-    note = "this machine has no GPU: `wb run` here stops at once"
+    # the study's trials ask train.device: cuda too, so the way to the CPU names both edits
+    note = ("this machine has no GPU: `wb run` here stops at once; run it on a GPU machine, pass "
+            "--set resources.gpu=0 --set train.device=cpu to run it on the CPU")
     assert (note in out.stdout) == (torch.cuda.device_count() == 0), out.stdout[-500:]
 
 
