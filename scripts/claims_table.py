@@ -10,6 +10,7 @@ checks that the page carries this output as it is.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -128,6 +129,9 @@ def text(folder: Path = FOLDER, log: Path = LOG) -> str:
 
 
 def main() -> int:
+    # No arguments: --help prints what this is, and anything else is refused rather than ignored.
+    argparse.ArgumentParser(description=__doc__.strip().splitlines()[0],
+                            epilog="Reads experiments/claims_nl/*.json and gpu-calls.log; prints Markdown.").parse_args()
     print(text())
     return 0
 

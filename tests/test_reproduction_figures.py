@@ -231,6 +231,12 @@ def test_the_claims_prose_figures(reproduction):
     assert f"reaches test perplexity {nogate['mean']:.2f} against {pro['mean']:.2f}, and all of its runs spike" in page
     assert nogate["runs_spiked"] == nogate["n_seeds"]
     assert f"FoX (Pro) without it reaches {nonorm['mean']:.2f} against {pro['mean']:.2f}" in page
+    nogate_gate = parts["FoX (Pro) - output gate"]["n_params"]
+    assert f"{nogate_gate:,} parameters against {pro['n_params']:,} ({100 * (1 - nogate_gate / pro['n_params']):.1f}% fewer)" in page
+    assert all(parts[r]["loss_spikes"] == 0 for r in parts) and nogate["grad_spikes"] == nogate["n_seeds"]
+    qk = parts["FoX (Pro) - QK-norm"]
+    assert f"on all 7 seeds the rows ran, the paired difference in test perplexity is {qk['paired_delta']:+.3f} +- " \
+           f"{qk['paired_ci95']:.3f}, the 95% interval, against FoX (Pro)'s {pro['mean']:.2f}" in page
     verdicts = {name: c["verdict"] for name, c in claims("claims_pro_parts").items()}
     assert verdicts["QK-norm helps"] == "equivalent" and verdicts["the output norm helps"] == "worse"
 
@@ -238,19 +244,22 @@ def test_the_claims_prose_figures(reproduction):
     t = [context[f"Transformer (Pro) {c}"] for c in (1024, 2048, 4096)]
     f = [context[f"FoX (Pro) {c}"] for c in (1024, 2048, 4096)]
     assert f"rises from {t[0]['mean']:.2f} to {t[1]['mean']:.2f} and {t[2]['mean']:.2f} with the context, and " \
-           f"{sum(r['runs_spiked'] for r in t)} of its {sum(r['n_seeds'] for r in t)} runs spike, against " \
+           f"{sum(r['runs_spiked'] for r in t)} of its {sum(r['n_seeds'] for r in t)} runs spike (gradient-norm " \
+           f"spikes), against " \
            f"{f[0]['mean']:.2f}, {f[1]['mean']:.2f} and {f[2]['mean']:.2f} for FoX (Pro) with no spike" in page
     assert sum(r["runs_spiked"] for r in f) == 0
     ci = [claims("claims_context")[f"FoX (Pro) beats Transformer (Pro) at {c}"]["ci95"] for c in (1024, 2048, 4096)]
     assert ci[0][1] < ci[2][0] or ci[2][1] < ci[0][0]  # 1024 and 4096 apart
     assert ci[1][0] <= ci[2][1] and ci[2][0] <= ci[1][1]  # 2048 and 4096 overlap
-    assert "the 1024 and 4096 intervals do not overlap, the 2048 and 4096 ones do" in page
+    assert ci[0][0] <= ci[1][1] and ci[1][0] <= ci[0][1]  # 1024 and 2048 overlap
+    assert "the 1024 and 4096 intervals do not overlap, the 1024 and 2048 ones and the 2048 and 4096 ones do" in page
+    assert all(r["loss_spikes"] == 0 and r["grad_spikes"] == r["runs_spiked"] for r in (*t, *f))
 
     rate, kept = results("claims_nl/claims_acp_tokens_per_s.json"), results("claims_nl/claims_acp_kept_fraction.json")
     acp, base = rate["FoX (Pro) + ACP"], rate["FoX (Pro)"]
     assert f"{acp['mean']:,.0f} tokens/s against {base['mean']:,.0f} without it ({acp['mean'] / base['mean']:.2f}x; " \
-           f"the paired difference {acp['paired_delta']:,.0f} +- {acp['paired_ci95']:,.0f} tokens/s is not significant, " \
-           f"p {acp['p_holm']:.2f})" in page and acp["p_holm"] > 0.05
+           f"the paired difference {acp['paired_delta']:,.0f} +- {acp['paired_ci95']:,.0f} tokens/s, the 95% interval, is not " \
+           f"significant, p {acp['p_holm']:.2f})" in page and acp["p_holm"] > 0.05
     assert f"all but {100 * kept['FoX (Pro) + ACP']['mean']:.2f}% of the causal pairs" in page
     pruning = claims("claims_acp")["pruning leaves what FoX (Pro) learns unchanged"]
     assert pruning["verdict"] == "equivalent"
@@ -263,6 +272,8 @@ def test_the_claims_prose_figures(reproduction):
     n_claims = sum(len(claims(study)) for study in (*studies, "claims_acp"))
     assert all(done for _, _, done in cost.values())
     assert f"{total:,} GPU-seconds, {total / 60:.1f} H100-minutes for {n_claims} claims in five studies" in page
+    gate = claims("claims_gate_kinds")["a bias-only gate beats a fixed one"]
+    assert f"({100 * gate['delta']:+.1f}% [{100 * gate['ci95'][0]:+.1f}%, {100 * gate['ci95'][1]:+.1f}%], 3 seeds)" in page
     log = (EXPERIMENTS / "claims_nl" / "gpu-calls.log").read_text()
     ended = re.findall(r"^== (\S+) ended rc (\d+) \S+: (\d+) s", log, re.M)
     stopped = [int(s) for name, rc, s in ended if name == "claims_pro_parts" and rc == "124"]
