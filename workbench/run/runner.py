@@ -105,7 +105,7 @@ def cpu_hint(study: StudySpec) -> str:
     hint = "--set resources.gpu=0"
     if (study.base.get("train") or {}).get("device") == "cuda":  # a trial asking cuda fails on a machine without it
         hint += " --set train.device=cpu"
-    return f"pass {hint} to run it on the CPU (other trials: another spec hash)"
+    return f"on the CPU: pass {hint} (other trials: another spec hash)"
 
 
 def check_gpus(study: StudySpec, ray_address: str | None) -> None:

@@ -144,8 +144,8 @@ def test_a_dry_run_of_a_gpu_study_on_a_machine_without_one_says_so(tmp_path):
     out = wb("run", str(ROOT / "experiments/claims_nl/claims_acp.yaml"), "--workdir", str(tmp_path / "w"), "--dry-run")
     assert out.returncode == 0, out.stderr
     # the study's trials ask train.device: cuda too, so the way to the CPU names both edits
-    note = ("this machine has no GPU: `wb run` here stops at once; run it on a GPU machine, pass "
-            "--set resources.gpu=0 --set train.device=cpu to run it on the CPU")
+    note = ("this machine has no GPU: `wb run` here stops at once; run it on a GPU machine, on the CPU: pass "
+            "--set resources.gpu=0 --set train.device=cpu")
     assert (note in out.stdout) == (torch.cuda.device_count() == 0), out.stdout[-500:]
 
 
