@@ -96,6 +96,11 @@ def _value(v: object) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
+def _knobs(values: dict) -> str:
+    """``{"train.lr": 0.002}`` as ``lr 0.002``: each knob by its last name."""
+    return ", ".join(f"{k.rsplit('.', 1)[-1]} {_value(v)}" for k, v in values.items())
+
+
 def fairness(folder: Path = FOLDER) -> list[str]:
     """A line per study that ran: each row's choice of its searched knobs, the grid, and the fairness
     report's flags (a choice at the grid's edge, a knob one row sets that others leave unsearched)."""
@@ -107,8 +112,7 @@ def fairness(folder: Path = FOLDER) -> list[str]:
         report = json.loads(export.read_text())["fairness"]
         choices, grids = [], set()
         for row in report["rows"]:
-            choice = ", ".join(f"{k.rsplit('.', 1)[-1]} {_value(v)}" for k, v in (row["choice"] or {}).items())
-            knobs = ", ".join(f"{k.rsplit('.', 1)[-1]} {_value(v)}" for k, v in row["knobs"].items())
+            choice, knobs = _knobs(row["choice"] or {}), _knobs(row["knobs"])
             choices.append(f"{row['row']}{' ' + choice if choice else ''}" + (f" (set: {knobs})" if knobs else ""))
             grids |= {f"{k.rsplit('.', 1)[-1]} in {{{', '.join(_value(x) for x in xs)}}}" for k, xs in row["searched"].items()}
         flags = "; ".join(flag["text"] for flag in report["flags"]) or "none (no choice at the grid's edge, no knob unsearched)"

@@ -13,8 +13,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from importlib import metadata
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 DROPPED = ("ray/rllib/", "ray/llm/")
