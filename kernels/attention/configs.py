@@ -47,9 +47,13 @@ POINTER_CONFIGS: dict[int, tuple[tuple[int, KernelConfig], ...]] = {
         (1 << 62, KernelConfig(TileConfig(128, 128, 8, 3), TileConfig(64, 128, 8, 3), TileConfig(128, 64, 8, 3))),
     ),
 }
-# The interpreter runs tile by tile in numpy: small tiles keep it quick and exercise the
-# multi-tile paths at small T.
+# The interpreter runs program by program and tile by tile in numpy, so its time grows with the
+# number of tiles, not their size: small tiles exercise the multi-tile paths at small T, and past
+# INTERPRETER_SHORT tokens tiles four times larger (still several per sequence, the last one
+# partial at awkward lengths) take the tests at 257 tokens from 13-16 s to 1.5-2.1 s each on a quiet 2-core machine.
 INTERPRETER_CONFIG = KernelConfig(TileConfig(32, 16, 4, 1), TileConfig(16, 32, 4, 1), TileConfig(32, 16, 4, 1))
+INTERPRETER_SHORT = 160
+INTERPRETER_LONG_CONFIG = KernelConfig(TileConfig(128, 64, 4, 1), TileConfig(64, 128, 4, 1), TileConfig(128, 64, 4, 1))
 # fp32 inputs (the exact path: ieee dots, c_i - c_j per element) on the GPU: the bf16 tables' tiles
 # at four bytes an element overflow shared memory at head dim 128 (found on the H200).
 FP32_CONFIG = KernelConfig(TileConfig(32, 32, 4, 2), TileConfig(32, 32, 4, 2), TileConfig(32, 32, 4, 2))
@@ -102,7 +106,7 @@ def gluon_choice(head_dim: int, seq_len: int, table: dict | None = None) -> tupl
 def default_config(head_dim: int, seq_len: int, tma: bool = True, dtype: torch.dtype = torch.bfloat16) -> KernelConfig:
     """The measured tiles for this head dim and length, for TMA or pointer loads."""
     if runtime.INTERPRET:
-        return INTERPRETER_CONFIG
+        return INTERPRETER_CONFIG if seq_len <= INTERPRETER_SHORT else INTERPRETER_LONG_CONFIG
     if dtype == torch.float32:
         return FP32_CONFIG
     for longest, cfg in (H200_CONFIGS if tma else POINTER_CONFIGS)[64 if head_dim <= 64 else 128]:
