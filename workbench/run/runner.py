@@ -100,21 +100,47 @@ def no_gpu_here(study: StudySpec) -> bool:
     return torch.cuda.device_count() == 0
 
 
-def cpu_hint(study: StudySpec) -> str:
-    """How to run a GPU study on this machine's CPU instead: what to set, as --set edits."""
+def cuda_rows(trials: list[Trial]) -> list[str]:
+    """The variants whose trials ask ``train.device: cuda``, in order, each once."""
+    return list(dict.fromkeys(t.variant for t in trials if t.spec.train.device == "cuda"))
+
+
+def cpu_hint(study: StudySpec, trials: list[Trial]) -> str:
+    """How to run a GPU study on this machine's CPU instead: what to set, as --set edits (a trial
+    asking cuda fails on a machine without it; --set edits the base, so a variant that sets the
+    device itself is named for the file's edit)."""
     hint = "--set resources.gpu=0"
-    if (study.base.get("train") or {}).get("device") == "cuda":  # a trial asking cuda fails on a machine without it
+    if (study.base.get("train") or {}).get("device") == "cuda":
         hint += " --set train.device=cpu"
-    return f"on the CPU: pass {hint} (other trials: another spec hash)"
+    hint = f"on the CPU: pass {hint} (other trials: another spec hash)"
+    own = [row for row in cuda_rows(trials) if (study.base.get("train") or {}).get("device") != "cuda"]
+    if own:
+        hint += f" and set train.device: cpu in the file for {', '.join(repr(r) for r in own)}"
+    return hint
 
 
-def check_gpus(study: StudySpec, ray_address: str | None) -> None:
+def cuda_without_gpu(study: StudySpec, trials: list[Trial]) -> str | None:
+    """Why a local run of ``trials`` fails on this machine though the study asks no GPU: trials
+    that ask ``train.device: cuda`` where CUDA is not there (each would fail as it starts). None
+    where that is not so."""
+    rows = cuda_rows(trials)
+    if study.resources.gpu > 0 or not rows or torch.cuda.is_available():
+        return None
+    base_cuda = (study.base.get("train") or {}).get("device") == "cuda"
+    fix = "pass --set train.device=cpu (or auto)" if base_cuda else "set train.device: cpu (or auto) for them in the file"
+    return (f"train.device=cuda: this machine has no GPU, and the trials of {', '.join(repr(r) for r in rows)} ask it "
+            f"(resources.gpu={study.resources.gpu:g}); {fix}, or run it with --ray-address of a cluster with GPUs")
+
+
+def check_gpus(study: StudySpec, ray_address: str | None, trials: list[Trial]) -> None:
     if study.resources.gpu <= 0:
+        if ray_address is None and (why := cuda_without_gpu(study, trials)):
+            raise SpecError(why)
         return
     if ray_address is None:
         if no_gpu_here(study):
             raise SpecError(f"resources.gpu={study.resources.gpu}: this machine has no GPU; "
-                            f"{cpu_hint(study)}, or --ray-address of a cluster with GPUs")
+                            f"{cpu_hint(study, trials)}, or --ray-address of a cluster with GPUs")
     else:
         import ray  # Ray is slow to import, and the dry run imports this module: only for a study that runs
 
@@ -222,7 +248,7 @@ def _run_trials(study: StudySpec, workdir: Path, trials: list[Trial] | None, rer
     from foxwb.workbench.run.ray_train import check_study
 
     check_study(study, trials, ray_address)
-    check_gpus(study, ray_address)
+    check_gpus(study, ray_address, trials)
     workdir.mkdir(parents=True, exist_ok=True)
     if tracking_uri is None:
         create_local_store(workdir)

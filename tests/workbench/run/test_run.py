@@ -212,6 +212,8 @@ def test_failing_trials_are_recorded_with_their_reasons_and_the_rest_finish(tmp_
         ("key written twice", "key 'seeds' is written twice in one mapping (first at line 1)"),
         ("empty file", "the file is empty"),
         ("gpu without gpu", "resources.gpu=0.25: this machine has no GPU"),
+        ("cuda without gpu", "train.device=cuda: this machine has no GPU, and the trials of 'FoX (Pro)', 'no gate' ask "
+                             "it (resources.gpu=0); pass --set train.device=cpu (or auto)"),
         ("empty design", "design.changes: List should have at least 1 item"),
         ("more cpus than here", "resources.cpu=1000: a trial asks 1000 CPUs and this machine has"),
     ],
@@ -236,6 +238,11 @@ def test_bad_study_files_write_nothing(tmp_path, case, expected):
         if shutil.which("nvidia-smi"):
             pytest.skip("this machine has a GPU")
         path = write_study(tmp_path, resources={"cpu": 1, "gpu": 0.25})
+    elif case == "cuda without gpu":  # resources.gpu 0, as a GPU study moved to the CPU by half: every trial would fail
+        if shutil.which("nvidia-smi"):
+            pytest.skip("this machine has a GPU")
+        path = write_study(tmp_path, base={**MINI_BASE, "train": {**MINI_BASE["train"], "device": "cuda"}},
+                           resources={"cpu": 1, "gpu": 0})
     elif case == "more cpus than here":  # Ray would wait for them forever
         path = write_study(tmp_path, resources={"cpu": 1000, "gpu": 0})
     else:
@@ -244,7 +251,7 @@ def test_bad_study_files_write_nothing(tmp_path, case, expected):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert expected in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "w" / "mlflow.db").exists()
-    if case == "more cpus than here":  # the dry run says so too, and runs nothing
+    if case in ("more cpus than here", "cuda without gpu"):  # the dry run says so too, and runs nothing
         dry = wb("run", path, "--workdir", tmp_path / "w", "--dry-run", timeout=120)
         assert dry.returncode == 0 and f"note: `wb run` here stops at once: {expected}" in dry.stdout, dry.stdout
 
