@@ -1,11 +1,13 @@
 """``wb info``: a model's slots, parameter counts and FLOPs per token (a preset, a model or trial
-file), each variant of a study file, or a slot's registered kinds and their options."""
+file), each variant of a study file and the model knobs it changes, or a slot's registered kinds
+and their options."""
 from __future__ import annotations
 
 import argparse
+import glob
 from pathlib import Path
 
-from foxwb.components.registry import SLOTS, kinds, options_class
+from foxwb.components.registry import SLOTS, ComponentSpec, kinds, options_class
 from foxwb.workbench.spec.base import Spec
 from foxwb.workbench.spec.cost import flops_per_token, param_breakdown, param_counts
 from foxwb.workbench.spec import overrides
@@ -39,20 +41,78 @@ def load_model_spec(target: str, edits: list[overrides.Override] | None = None) 
     return validate(ModelSpec, data, target, at)
 
 
+# The study table's last column wraps after this many characters, at a ", " between two knobs.
+KNOBS_WIDTH = 60
+# Knobs that act only through a weight's shape: where two variants differ in these alone and every
+# component has the same parameter count, the two build the same model (a ratio rounded to one width).
+SHAPE_ONLY = {"mlp.hidden_ratio", "mlp.intermediate_size", "mlp.multiple_of"}
+
+
+def value(v) -> str:
+    return "none" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+
 def component(spec) -> str:
     """A slot's kind and the options it sets away from their defaults: `kv(logit_normalizer=16)`."""
     options = {k: v for k, v in spec.model_dump(mode="json", exclude_defaults=True).items() if k != "kind"}
-    return spec.kind + (f"({', '.join(f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}' for k, v in options.items())})"
-                        if options else "")
+    return spec.kind + (f"({', '.join(f'{k}={value(v)}' for k, v in options.items())})" if options else "")
+
+
+def knobs(model: ModelSpec) -> dict:
+    """A model's fields by name, the attention's among them (kv_shift, window: the names are distinct)."""
+    fields = {name: getattr(model, name) for name in type(model).model_fields if name != "attention"}
+    return {**{name: getattr(model.attention, name) for name in type(model.attention).model_fields}, **fields}
+
+
+def differences(model: ModelSpec, base: ModelSpec) -> dict[str, str]:
+    """What ``model`` sets away from ``base``, knob by knob: a slot of another kind as `forget_gate=none`
+    (with its options away from their defaults), an option of a slot of the same kind as
+    `mlp.hidden_ratio=4`, any other field as `window=32`."""
+    mine, theirs = knobs(model), knobs(base)
+    out = {}
+    for name, v in mine.items():
+        if isinstance(v, ComponentSpec) and v.kind == theirs[name].kind:
+            other = theirs[name].model_dump()
+            out.update({f"{name}.{k}": f"{name}.{k}={value(o)}" for k, o in v.model_dump().items() if o != other[k]})
+        elif isinstance(v, ComponentSpec) or v != theirs[name]:
+            out[name] = f"{name}={component(v) if isinstance(v, ComponentSpec) else value(v)}"
+    return out
+
+
+def wrap(items: list[str], width: int = KNOBS_WIDTH) -> list[str]:
+    """``items`` joined by ", " into lines of at most ``width`` characters (a longer item on its own)."""
+    lines = [""]
+    for item in items:
+        if lines[-1] and len(lines[-1]) + 2 + len(item) > width:
+            lines[-1] += ","
+            lines.append(item)
+        else:
+            lines[-1] += (", " if lines[-1] else "") + item
+    return lines
+
+
+def study_files_named(name: str) -> list[str]:
+    """The study files under ./studies and ./experiments whose name is ``name`` (with .yaml or .yml
+    added where it has neither): where `wb info claims_acp` most likely meant one of them."""
+    stem = name if Path(name).suffix in (".yaml", ".yml") else None
+    patterns = [stem] if stem else [f"{name}.yaml", f"{name}.yml"]
+    return sorted(str(p) for top in ("studies", "experiments") for pattern in patterns
+                  for p in Path(top).glob(f"**/{glob.escape(pattern)}"))
 
 
 def check_target(target: str) -> None:
-    """A name that is neither a file nor a preset is most likely a preset misspelt."""
-    looks_like_a_path = "/" in target or Path(target).suffix in (".yaml", ".yml", ".json")
-    if target not in PRESETS and not Path(target).exists() and not looks_like_a_path:
-        hint = did_you_mean(target, [*PRESETS, *SLOTS, "components"])
-        raise SpecError(f"{target}: no such file, and not a preset or a slot{hint}" + ("" if hint else (
-            f" (presets: {', '.join(PRESETS)}; slots: {', '.join(SLOTS)}, or components for all)")))
+    """A name that is neither a file nor a preset is most likely a study file's, named without its
+    folder, or a preset misspelt."""
+    if target in PRESETS or Path(target).exists() or "/" in target:
+        return
+    found = study_files_named(target)
+    if found:
+        raise SpecError(f"{target}: no such file, and not a preset or a slot; did you mean {' or '.join(found)}?")
+    if Path(target).suffix in (".yaml", ".yml", ".json"):  # a file's name: read_yaml says it is missing
+        return
+    hint = did_you_mean(target, [*PRESETS, *SLOTS, "components"])
+    raise SpecError(f"{target}: no such file, and not a preset or a slot{hint}" + ("" if hint else (
+        f" (presets: {', '.join(PRESETS)}; slots: {', '.join(SLOTS)}, or components for all)")))
 
 
 def is_study_file(target: str) -> bool:
@@ -74,7 +134,9 @@ def slot_kinds(names: list[str]) -> int:
 
 
 def study_info(args: argparse.Namespace) -> int:
-    """Each variant of a study: its slots, parameters and FLOPs per token at its trials' context."""
+    """Each variant of a study: its parameters and FLOPs per token at its trials' context, and the
+    model knobs it sets away from the first variant; then a note for each variant whose knobs build
+    the same model as an earlier one's."""
     study = load_study(args.spec, args.overrides)
     models: dict[str, tuple] = {}
     for t in expand(study):
@@ -83,17 +145,35 @@ def study_info(args: argparse.Namespace) -> int:
     width = max(len("variant"), *map(len, models))
     print(f"study {study.name!r}: {len(models)} variants")
     print(f"{'variant':<{width}}  {'params':>13}  {'w/o input emb.':>14}  {'FLOPs/token fwd':>15}  {'train (3x)':>10}"
-          f"  {'context':>7}  slots that differ from the first variant")
-    first = None
+          f"  {'context':>7}  model knobs that differ from the first variant")
+    first = next(iter(models.values()))[0]
     for name, (model, context) in models.items():
         counts, flops = param_counts(model), flops_per_token(model, context)
-        slot_kinds_ = {k: v.kind for k, v in model.attention.slots().items()}
-        slot_kinds_["window"] = model.attention.window  # not a slot, but what a window variant changes
-        first = first or slot_kinds_
-        differs = ", ".join(f"{k}={'none' if v is None else v}" for k, v in slot_kinds_.items() if v != first[k])
-        print(f"{name:<{width}}  {counts['total']:>13,}  {counts['non_embedding']:>14,}  {flops['forward']:>15.3e}  "
-              f"{flops['train']:>10.3e}  {context:>7}  {differs}")
+        cell = wrap(list(differences(model, first).values()))
+        row = (f"{name:<{width}}  {counts['total']:>13,}  {counts['non_embedding']:>14,}  {flops['forward']:>15.3e}  "
+               f"{flops['train']:>10.3e}  {context:>7}  ")
+        print(row + cell[0])
+        for more in cell[1:]:
+            print(" " * len(row) + more)
+    for note in same_models(models):
+        print(note)
     return 0
+
+
+def same_models(models: dict[str, tuple]) -> list[str]:
+    """A note for each variant that differs from an earlier one only in knobs that act through a
+    weight's shape (SHAPE_ONLY) while every component's parameter count is the same: the two are one model."""
+    notes, seen = [], []
+    for name, (model, _) in models.items():
+        parts = param_breakdown(model)
+        for earlier, (other, other_parts) in seen:
+            changed = differences(model, other)
+            if changed and set(changed) <= SHAPE_ONLY and parts == other_parts:
+                notes.append(f"note: {name!r} builds the same model as {earlier!r}: {', '.join(changed.values())} "
+                             "changes no weight's shape")
+                break
+        seen.append((name, (model, parts)))
+    return notes
 
 
 def command(args: argparse.Namespace) -> int:

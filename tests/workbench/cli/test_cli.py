@@ -117,6 +117,71 @@ def test_info_of_a_study_file_prints_each_variant(tmp_path):
     assert no_gate.rstrip().endswith("forget_gate=none")
 
 
+def test_info_of_a_study_names_every_model_knob_a_variant_changes(tmp_path):
+    """Not only the slots' kinds: a variant that sets a pruning tolerance, a slot's option or an MLP
+    ratio is told from its base, and one whose ratio rounds to the base's width is said to be the
+    same model."""
+    import yaml
+
+    from foxwb.workbench.cli.info import KNOBS_WIDTH
+
+    pro = {"kind": "data_dependent", "bias_init": 4.0}
+    study = {"name": "knobs", "seeds": [0],
+             "base": {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 64, "n_layers": 2, "n_heads": 4,
+                                "mlp": {"kind": "swiglu", "hidden_ratio": 3.5, "multiple_of": 64}},
+                      "data": {"kind": "builtin", "context": 128}},
+             "design": {"kind": "variants", "compare_to": "base", "variants": [
+                 {"name": "base"},
+                 {"name": "ACP", "set": {"model.attention.log_pruning_tolerance": -10}},
+                 {"name": "bias", "set": {"model.attention.forget_gate": pro}},
+                 {"name": "wide", "set": {"model.mlp.hidden_ratio": 5.0}},
+                 {"name": "same width", "set": {"model.mlp.hidden_ratio": 3.55}},
+                 {"name": "LLaMA-ish", "set": {f"model.attention.{slot}": "none" for slot in
+                                               ("kv_shift", "qk_norm", "output_norm", "output_gate")}}]}}
+    (tmp_path / "knobs.yaml").write_text(yaml.safe_dump(study, sort_keys=False))
+    out = wb("info", tmp_path / "knobs.yaml")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[1].endswith("  model knobs that differ from the first variant")
+    row = {l.split("  ")[0].strip(): l for l in lines[2:] if not l.startswith(" ")}
+    assert row["base"].rstrip().endswith("128")
+    assert row["ACP"].endswith("  log_pruning_tolerance=-10")
+    assert row["bias"].endswith("  forget_gate.bias_init=4")
+    assert row["wide"].endswith("  mlp.hidden_ratio=5") and row["same width"].endswith("  mlp.hidden_ratio=3.55")
+    # A long cell wraps at a ", " onto lines indented to its column.
+    at = lines.index(row["LLaMA-ish"])
+    column = len(row["LLaMA-ish"]) - len(row["LLaMA-ish"].split("  ")[-1])
+    assert row["LLaMA-ish"].endswith("kv_shift=none, qk_norm=none, output_norm=none,")
+    assert lines[at + 1] == " " * column + "output_gate=none"
+    assert all(len(l) <= column + KNOBS_WIDTH + 1 for l in lines[2:] if not l.startswith("note"))
+    # Only the ratio that rounds to the base's MLP width builds the same model: ACP and the gate's
+    # bias change no shape either, but they change what the model computes.
+    notes = [l for l in lines if l.startswith("note")]
+    assert notes == ["note: 'same width' builds the same model as 'base': mlp.hidden_ratio=3.55 changes no "
+                     "weight's shape"], notes
+
+
+def test_info_of_a_bare_study_name_names_the_study_files(tmp_path):
+    """`wb info claims_acp`: not a preset, not a file here, but a study file's name under
+    experiments/ or studies/: the error names the file(s), with the exit status of any bad input."""
+    out = wb("info", "claims_acp")
+    assert out.returncode == 2 and out.stdout == ""
+    assert ("claims_acp: no such file, and not a preset or a slot; did you mean "
+            "experiments/claims_nl/claims_acp.yaml?") in out.stderr, out.stderr
+    # (paths joined from their parts: tests/test_repo.py checks that a path written out exists)
+    mine, old = Path("studies", "mine.yaml"), Path("experiments", "old", "mine.yaml")
+    other = old.with_name("other.yaml")
+    for path in (mine, old, other):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("name: x\n")
+    for name in ("mine", "mine.yaml"):
+        out = wb("info", name, cwd=tmp_path)
+        assert out.returncode == 2 and out.stderr.rstrip().endswith(f"did you mean {old} or {mine}?"), out.stderr
+    # No study file of that name: a preset misspelt, as before.
+    out = wb("info", "fox_prox", cwd=tmp_path)
+    assert out.returncode == 2 and "did you mean 'fox_pro'?" in out.stderr
+
+
 def test_an_effect_that_is_not_a_positive_fraction_is_refused(tmp_path):
     """`wb run --dry-run --effect`: the effect is the size of a difference, a positive fraction of
     the base's mean; zero, a negative, NaN or a word is refused by name before anything runs."""
