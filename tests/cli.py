@@ -6,9 +6,9 @@ for each `wb results`, and a Ray of its own for each `wb run`. So:
 - the commands that only read (`results`, `status`, `info`, `dashboard` without `--serve`,
   `run --dry-run`, `--version`) run in this process through the CLI's own ``main``, its output and
   exit status taken as a process's would be;
-- `wb run` runs on a Ray cluster this pytest worker starts once (``shared_ray``), its driver in
-  this process too (about 8 s of a Python's start and imports saved per run, and as much CPU):
-  what it tests is the study's run, not Ray's or Python's start-up, which the tests of a local
+- `wb run` runs on a Ray cluster this pytest worker starts once (``shared_ray``), one trial at
+  a time unless the test gives --max-concurrent, its driver in this process too (about 8 s of a
+  Python's start and imports saved per run, and as much CPU): what it tests is the study's run, not Ray's or Python's start-up, which the tests of a local
   Ray (no ``--ray-address``) and of signals keep testing in processes of their own. After each
   run this process leaves the cluster (``_leave_ray``), so that a test may start a Ray here.
 
@@ -52,6 +52,12 @@ def wb(*args, timeout: float = 600, env: dict | None = None, cwd: Path = ROOT, o
               and "--dry-run" not in args)
     if shared:
         args += ["--ray-address", shared_ray()]
+        if "--max-concurrent" not in args:
+            # One trial at a time: two at once on the 2-core machine is a second Tune actor, whose
+            # start imports torch and Ray Tune (about 5 s of CPU) in a suite bound by the CPU
+            # (docs/performance.md, "The test suite"). A test of concurrent trials passes its own
+            # --max-concurrent; the local runs (a Ray of their own) keep the default.
+            args += ["--max-concurrent", "1"]
     if in_process is None:
         in_process = env is None and not kw and (shared or _reads_only(args))
     if in_process:
