@@ -8,9 +8,10 @@ for each `wb results`, and a Ray of its own for each `wb run`. So:
   exit status taken as a process's would be;
 - `wb run` runs on a Ray cluster this pytest worker starts once (``shared_ray``), one trial at
   a time unless the test gives --max-concurrent, its driver in this process too (about 8 s of a
-  Python's start and imports saved per run, and as much CPU): what it tests is the study's run, not Ray's or Python's start-up, which the tests of a local
-  Ray (no ``--ray-address``) and of signals keep testing in processes of their own. After each
-  run this process leaves the cluster (``_leave_ray``), so that a test may start a Ray here.
+  Python's start and imports saved per run, and as much CPU): what it tests is the study's run,
+  not Ray's or Python's start-up, which the tests of a local Ray (no ``--ray-address``) and of
+  signals keep testing in processes of their own. After each run this process leaves the cluster
+  (``_leave_ray``), so that a test may start a Ray here.
 
 A test that sets ``env`` (a plug-in on PYTHONPATH, a fault to inject, a Ray address of its own)
 or passes subprocess options gets a process of its own, and with ``env`` a Ray of its own, as does
