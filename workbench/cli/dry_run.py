@@ -84,8 +84,8 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
     if done < len(trials) and getattr(args, "ray_address", None) is None:
         if no_gpu_here(study):  # what runner.check_gpus refuses a local run for
             print(f"note: the study asks resources.gpu={study.resources.gpu} a trial and this machine has no GPU: "
-                  f"`wb run` here stops at once; run it on a GPU machine, {cpu_hint(study, trials)}, or pass --ray-address "
-                  "of a cluster with GPUs")
+                  "`wb run` here stops at once; run it on a GPU machine, or with --ray-address of a cluster with GPUs, "
+                  f"or, {cpu_hint(study, trials)}")
         elif why := cuda_without_gpu(study, trials):
             print(f"note: `wb run` here stops at once: {why}")
         else:

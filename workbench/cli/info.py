@@ -139,8 +139,11 @@ def study_info(args: argparse.Namespace) -> int:
     the same model as an earlier one's."""
     study = load_study(args.spec, args.overrides)
     models: dict[str, tuple] = {}
+    aliases: list[str] = []  # names that build the very same trial as an earlier row's
     for t in expand(study):
         for name in (t.variant, *t.aliases):
+            if name not in models and name != t.variant:
+                aliases.append(f"note: {name!r} is the same trial as {t.variant!r} (one spec, trained once)")
             models.setdefault(name, (t.spec.model, args.context or t.spec.data.context))
     width = max(len("variant"), *map(len, models))
     print(f"study {study.name!r}: {len(models)} variants")
@@ -149,15 +152,25 @@ def study_info(args: argparse.Namespace) -> int:
     first = next(iter(models.values()))[0]
     for name, (model, context) in models.items():
         counts, flops = param_counts(model), flops_per_token(model, context)
-        cell = wrap(list(differences(model, first).values()))
+        changed = differences(model, first)
+        cell = wrap([f"{text} (no weight's shape changes)" if key in SHAPE_ONLY and not reshapes(model, first, key) else text
+                     for key, text in changed.items()])
         row = (f"{name:<{width}}  {counts['total']:>13,}  {counts['non_embedding']:>14,}  {flops['forward']:>15.3e}  "
                f"{flops['train']:>10.3e}  {context:>7}  ")
         print(row + cell[0])
         for more in cell[1:]:
             print(" " * len(row) + more)
-    for note in same_models(models):
+    for note in [*same_models(models), *dict.fromkeys(aliases)]:
         print(note)
     return 0
+
+
+def reshapes(model: ModelSpec, base: ModelSpec, key: str) -> bool:
+    """Whether ``model``'s value of the MLP knob ``key`` (SHAPE_ONLY), put in place of ``base``'s,
+    changes any weight's shape: a hidden_ratio of 4 where 3.5 rounds to the same width does not."""
+    field = key.split(".", 1)[1]
+    undone = model.model_copy(update={"mlp": model.mlp.model_copy(update={field: getattr(base.mlp, field)})})
+    return param_breakdown(undone) != param_breakdown(model)
 
 
 def same_models(models: dict[str, tuple]) -> list[str]:

@@ -112,7 +112,7 @@ def cpu_hint(study: StudySpec, trials: list[Trial]) -> str:
     hint = "--set resources.gpu=0"
     if (study.base.get("train") or {}).get("device") == "cuda":
         hint += " --set train.device=cpu"
-    hint = f"on the CPU: pass {hint} (other trials: another spec hash)"
+    hint = f"on the CPU instead, pass {hint} (new spec hashes: no result from the GPU is reused)"
     own = [row for row in cuda_rows(trials) if (study.base.get("train") or {}).get("device") != "cuda"]
     if own:
         hint += f" and set train.device: cpu in the file for {', '.join(repr(r) for r in own)}"
@@ -128,8 +128,9 @@ def cuda_without_gpu(study: StudySpec, trials: list[Trial]) -> str | None:
         return None
     base_cuda = (study.base.get("train") or {}).get("device") == "cuda"
     fix = "pass --set train.device=cpu (or auto)" if base_cuda else "set train.device: cpu (or auto) for them in the file"
-    return (f"train.device=cuda: this machine has no GPU, and the trials of {', '.join(repr(r) for r in rows)} ask it "
-            f"(resources.gpu={study.resources.gpu:g}); {fix}, or run it with --ray-address of a cluster with GPUs")
+    return (f"train.device=cuda in the trials of {', '.join(repr(r) for r in rows)}, and this machine has no GPU "
+            f"(resources.gpu is {study.resources.gpu:g}: none is reserved for them); {fix}; on a cluster with GPUs, "
+            "give resources.gpu as well")
 
 
 def check_gpus(study: StudySpec, ray_address: str | None, trials: list[Trial]) -> None:
@@ -139,8 +140,8 @@ def check_gpus(study: StudySpec, ray_address: str | None, trials: list[Trial]) -
         return
     if ray_address is None:
         if no_gpu_here(study):
-            raise SpecError(f"resources.gpu={study.resources.gpu}: this machine has no GPU; "
-                            f"{cpu_hint(study, trials)}, or --ray-address of a cluster with GPUs")
+            raise SpecError(f"resources.gpu={study.resources.gpu}: this machine has no GPU; run it on a GPU machine, "
+                            f"or with --ray-address of a cluster with GPUs, or, {cpu_hint(study, trials)}")
     else:
         import ray  # Ray is slow to import, and the dry run imports this module: only for a study that runs
 

@@ -136,6 +136,8 @@ def test_info_of_a_study_names_every_model_knob_a_variant_changes(tmp_path):
                  {"name": "bias", "set": {"model.attention.forget_gate": pro}},
                  {"name": "wide", "set": {"model.mlp.hidden_ratio": 5.0}},
                  {"name": "same width", "set": {"model.mlp.hidden_ratio": 3.55}},
+                 {"name": "no gate, same width", "set": {"model.attention.output_gate": "none", "model.mlp.hidden_ratio": 3.55}},
+                 {"name": "again", "set": {"model.attention.forget_gate": "data_dependent"}},  # the base's trial
                  {"name": "LLaMA-ish", "set": {f"model.attention.{slot}": "none" for slot in
                                                ("kv_shift", "qk_norm", "output_norm", "output_gate")}}]}}
     (tmp_path / "knobs.yaml").write_text(yaml.safe_dump(study, sort_keys=False))
@@ -147,7 +149,12 @@ def test_info_of_a_study_names_every_model_knob_a_variant_changes(tmp_path):
     assert row["base"].rstrip().endswith("128")
     assert row["ACP"].endswith("  log_pruning_tolerance=-10")
     assert row["bias"].endswith("  forget_gate.bias_init=4")
-    assert row["wide"].endswith("  mlp.hidden_ratio=5") and row["same width"].endswith("  mlp.hidden_ratio=3.55")
+    assert row["wide"].endswith("  mlp.hidden_ratio=5")
+    assert row["same width"].endswith("  mlp.hidden_ratio=3.55 (no weight's shape changes)")
+    # Beside another change too, a ratio that rounds to the base's width is said to do nothing.
+    gate = lines.index(row["no gate, same width"])
+    assert row["no gate, same width"].endswith("  output_gate=none,")
+    assert lines[gate + 1].strip() == "mlp.hidden_ratio=3.55 (no weight's shape changes)"
     # A long cell wraps at a ", " onto lines indented to its column.
     at = lines.index(row["LLaMA-ish"])
     column = len(row["LLaMA-ish"]) - len(row["LLaMA-ish"].split("  ")[-1])
@@ -158,7 +165,7 @@ def test_info_of_a_study_names_every_model_knob_a_variant_changes(tmp_path):
     # bias change no shape either, but they change what the model computes.
     notes = [l for l in lines if l.startswith("note")]
     assert notes == ["note: 'same width' builds the same model as 'base': mlp.hidden_ratio=3.55 changes no "
-                     "weight's shape"], notes
+                     "weight's shape", "note: 'again' is the same trial as 'base' (one spec, trained once)"], notes
 
 
 def test_info_of_a_bare_study_name_names_the_study_files(tmp_path):
@@ -209,8 +216,8 @@ def test_a_dry_run_of_a_gpu_study_on_a_machine_without_one_says_so(tmp_path):
     out = wb("run", str(ROOT / "experiments/claims_nl/claims_acp.yaml"), "--workdir", str(tmp_path / "w"), "--dry-run")
     assert out.returncode == 0, out.stderr
     # the study's trials ask train.device: cuda too, so the way to the CPU names both edits
-    note = ("this machine has no GPU: `wb run` here stops at once; run it on a GPU machine, on the CPU: pass "
-            "--set resources.gpu=0 --set train.device=cpu")
+    note = ("this machine has no GPU: `wb run` here stops at once; run it on a GPU machine, or with --ray-address of a "
+            "cluster with GPUs, or, on the CPU instead, pass --set resources.gpu=0 --set train.device=cpu")
     assert (note in out.stdout) == (torch.cuda.device_count() == 0), out.stdout[-500:]
 
 

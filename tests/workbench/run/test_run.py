@@ -212,8 +212,8 @@ def test_failing_trials_are_recorded_with_their_reasons_and_the_rest_finish(tmp_
         ("key written twice", "key 'seeds' is written twice in one mapping (first at line 1)"),
         ("empty file", "the file is empty"),
         ("gpu without gpu", "resources.gpu=0.25: this machine has no GPU"),
-        ("cuda without gpu", "train.device=cuda: this machine has no GPU, and the trials of 'FoX (Pro)', 'no gate' ask "
-                             "it (resources.gpu=0); pass --set train.device=cpu (or auto)"),
+        ("cuda without gpu", "train.device=cuda in the trials of 'FoX (Pro)', 'no gate', and this machine has no GPU "
+                             "(resources.gpu is 0: none is reserved for them); pass --set train.device=cpu (or auto)"),
         ("empty design", "design.changes: List should have at least 1 item"),
         ("more cpus than here", "resources.cpu=1000: a trial asks 1000 CPUs and this machine has"),
     ],
