@@ -8,7 +8,7 @@
 #   bash benchmarks/gpu.sh gluon       # the Gluon forward beside the Triton one, cuDNN, FA2 (~4 min, sm_90)
 #   bash benchmarks/gpu.sh gluon-bwd   # the Gluon dK/dV kernel beside the Triton one, and fwd+bwd (~4 min, sm_90)
 #   bash benchmarks/gpu.sh trials      # 125M FoX (Pro) and Transformer (LLaMA), twice   (~6 min)
-#   bash benchmarks/gpu.sh trials-16k  # the same pair at context 16384, the paper's (~7 min)
+#   bash benchmarks/gpu.sh trials-16k  # the same pair at context 16384, the paper's (~6 min; experiments/throughput_16k/run.sh)
 #   bash benchmarks/gpu.sh packing     # studies/packing.yaml packed 4 to the GPU and 1 to a GPU (~3 min)
 #   bash benchmarks/gpu.sh stability   # experiments/stability_gate_bias/stability.yaml (docs/stability.md), ~12 min: for
 #       $STABILITY_SECONDS (default 560) at most; its store comes back as $OUT/stability.db and,
@@ -93,10 +93,7 @@ for part in "${parts[@]}"; do
         > "$OUT/train_throughput.log" 2>&1 || status=1
       tail -8 "$OUT/train_throughput.log" ;;
     trials-16k)
-      timeout 570 python3 benchmarks/train_throughput.py --repeats 2 --out "$OUT/train_throughput_16k.json" \
-        studies/throughput/fox_pro_125m_16k.yaml studies/throughput/transformer_llama_125m_16k.yaml \
-        > "$OUT/train_throughput_16k.log" 2>&1 || status=1
-      tail -8 "$OUT/train_throughput_16k.log" ;;
+      OUT=$OUT bash experiments/throughput_16k/run.sh || status=1 ;;
     packing)
       timeout 400 python3 benchmarks/study_overhead.py packing studies/packing.yaml --out "$OUT/packing.json" \
         > "$OUT/packing.log" 2>&1 || status=1
