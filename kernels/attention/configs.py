@@ -50,7 +50,8 @@ POINTER_CONFIGS: dict[int, tuple[tuple[int, KernelConfig], ...]] = {
 # The interpreter runs program by program and tile by tile in numpy, so its time grows with the
 # number of tiles, not their size: small tiles exercise the multi-tile paths at small T, and past
 # INTERPRETER_SHORT tokens tiles four times larger (still several per sequence, the last one
-# partial at awkward lengths) take the tests at 257 tokens from 13-16 s to 1.5-2.1 s each on a quiet 2-core machine.
+# partial at awkward lengths) take the tests at 257 tokens from 13-16 s to 1.5-2.1 s each on a
+# quiet 2-core machine.
 INTERPRETER_CONFIG = KernelConfig(TileConfig(32, 16, 4, 1), TileConfig(16, 32, 4, 1), TileConfig(32, 16, 4, 1))
 INTERPRETER_SHORT = 160
 INTERPRETER_LONG_CONFIG = KernelConfig(TileConfig(128, 64, 4, 1), TileConfig(64, 128, 4, 1), TileConfig(128, 64, 4, 1))

@@ -12,7 +12,7 @@ from foxwb.workbench.cli.study_runs import check_metric, results_of
 from foxwb.workbench.data import test_check
 from foxwb.workbench.run import live_view, rerun
 from foxwb.workbench.run.confirm import choose, confirmation_trials, edge_note
-from foxwb.workbench.run.runner import cpu_hint, cuda_without_gpu, no_gpu_here, optuna_draws_done, to_run
+from foxwb.workbench.run.runner import cuda_without_gpu, no_gpu_ways, no_gpu_here, optuna_draws_done, to_run
 from foxwb.workbench.spec import overrides
 from foxwb.workbench.spec.cost import flops_per_token, param_counts
 from foxwb.workbench.spec.errors import SpecError
@@ -84,8 +84,7 @@ def dry_run(study, workdir: Path, args: argparse.Namespace) -> int:
     if done < len(trials) and getattr(args, "ray_address", None) is None:
         if no_gpu_here(study):  # what runner.check_gpus refuses a local run for
             print(f"note: the study asks resources.gpu={study.resources.gpu} a trial and this machine has no GPU: "
-                  "`wb run` here stops at once; run it on a GPU machine, or with --ray-address of a cluster with GPUs, "
-                  f"or, {cpu_hint(study, trials)}")
+                  f"`wb run` here stops at once; {no_gpu_ways(study, trials)}")
         elif why := cuda_without_gpu(study, trials):
             print(f"note: `wb run` here stops at once: {why}")
         else:

@@ -150,42 +150,44 @@ def study_info(args: argparse.Namespace) -> int:
     print(f"{'variant':<{width}}  {'params':>13}  {'w/o input emb.':>14}  {'FLOPs/token fwd':>15}  {'train (3x)':>10}"
           f"  {'context':>7}  model knobs that differ from the first variant")
     first = next(iter(models.values()))[0]
+    parts = {name: param_breakdown(model) for name, (model, _) in models.items()}  # each builds the model on meta
     for name, (model, context) in models.items():
-        counts, flops = param_counts(model), flops_per_token(model, context)
+        counts, flops = param_counts(model, parts[name]), flops_per_token(model, context)
         changed = differences(model, first)
-        cell = wrap([f"{text} (no weight's shape changes)" if key in SHAPE_ONLY and not reshapes(model, first, key) else text
-                     for key, text in changed.items()])
+        cell = wrap([f"{text} (no weight's shape changes)" if key in SHAPE_ONLY and not reshapes(model, parts[name], first, key)
+                     else text for key, text in changed.items()])
         row = (f"{name:<{width}}  {counts['total']:>13,}  {counts['non_embedding']:>14,}  {flops['forward']:>15.3e}  "
                f"{flops['train']:>10.3e}  {context:>7}  ")
         print(row + cell[0])
         for more in cell[1:]:
             print(" " * len(row) + more)
-    for note in [*same_models(models), *dict.fromkeys(aliases)]:
+    for note in [*same_models(models, parts), *dict.fromkeys(aliases)]:
         print(note)
     return 0
 
 
-def reshapes(model: ModelSpec, base: ModelSpec, key: str) -> bool:
+def reshapes(model: ModelSpec, parts: dict[str, int], base: ModelSpec, key: str) -> bool:
     """Whether ``model``'s value of the MLP knob ``key`` (SHAPE_ONLY), put in place of ``base``'s,
-    changes any weight's shape: a hidden_ratio of 4 where 3.5 rounds to the same width does not."""
+    changes any weight's shape (``parts``: ``model``'s param_breakdown): a hidden_ratio of 4 where
+    3.5 rounds to the same width does not."""
     field = key.split(".", 1)[1]
     undone = model.model_copy(update={"mlp": model.mlp.model_copy(update={field: getattr(base.mlp, field)})})
-    return param_breakdown(undone) != param_breakdown(model)
+    return param_breakdown(undone) != parts
 
 
-def same_models(models: dict[str, tuple]) -> list[str]:
+def same_models(models: dict[str, tuple], parts: dict[str, dict[str, int]]) -> list[str]:
     """A note for each variant that differs from an earlier one only in knobs that act through a
-    weight's shape (SHAPE_ONLY) while every component's parameter count is the same: the two are one model."""
+    weight's shape (SHAPE_ONLY) while every component's parameter count is the same (``parts``: each
+    variant's param_breakdown): the two are one model."""
     notes, seen = [], []
     for name, (model, _) in models.items():
-        parts = param_breakdown(model)
-        for earlier, (other, other_parts) in seen:
+        for earlier, other in seen:
             changed = differences(model, other)
-            if changed and set(changed) <= SHAPE_ONLY and parts == other_parts:
+            if changed and set(changed) <= SHAPE_ONLY and parts[name] == parts[earlier]:
                 notes.append(f"note: {name!r} builds the same model as {earlier!r}: {', '.join(changed.values())} "
                              "changes no weight's shape")
                 break
-        seen.append((name, (model, parts)))
+        seen.append((name, model))
     return notes
 
 
@@ -200,7 +202,8 @@ def command(args: argparse.Namespace) -> int:
         return study_info(args)
     args.context = args.context or 2048
     spec = load_model_spec(args.spec, args.overrides)
-    counts, parts = param_counts(spec), param_breakdown(spec)
+    parts = param_breakdown(spec)
+    counts = param_counts(spec, parts)
     flops = flops_per_token(spec, args.context)
     slots = ", ".join(f"{k}={component(v)}" for k, v in spec.attention.slots().items())
     if spec.attention.log_pruning_tolerance is not None:

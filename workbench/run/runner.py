@@ -100,20 +100,24 @@ def no_gpu_here(study: StudySpec) -> bool:
     return torch.cuda.device_count() == 0
 
 
-def cuda_rows(trials: list[Trial]) -> list[str]:
+def cuda_variants(trials: list[Trial]) -> list[str]:
     """The variants whose trials ask ``train.device: cuda``, in order, each once."""
     return list(dict.fromkeys(t.variant for t in trials if t.spec.train.device == "cuda"))
 
 
-def cpu_hint(study: StudySpec, trials: list[Trial]) -> str:
-    """How to run a GPU study on this machine's CPU instead: what to set, as --set edits (a trial
-    asking cuda fails on a machine without it; --set edits the base, so a variant that sets the
-    device itself is named for the file's edit)."""
-    hint = "--set resources.gpu=0"
-    if (study.base.get("train") or {}).get("device") == "cuda":
-        hint += " --set train.device=cpu"
-    hint = f"on the CPU instead, pass {hint} (new spec hashes: no result from the GPU is reused)"
-    own = [row for row in cuda_rows(trials) if (study.base.get("train") or {}).get("device") != "cuda"]
+def _base_asks_cuda(study: StudySpec) -> bool:
+    """The study's base sets ``train.device: cuda`` (what ``--set train.device=cpu`` edits)."""
+    return (study.base.get("train") or {}).get("device") == "cuda"
+
+
+def no_gpu_ways(study: StudySpec, trials: list[Trial]) -> str:
+    """How to run a GPU study from a machine without one: on a GPU machine, on a cluster with GPUs,
+    or on the CPU with --set edits (a trial asking cuda fails on a machine without it; --set edits
+    the base, so a variant that sets the device itself is named for the file's edit)."""
+    hint = "--set resources.gpu=0" + (" --set train.device=cpu" if _base_asks_cuda(study) else "")
+    hint = (f"run it on a GPU machine, or with --ray-address of a cluster with GPUs, or, on the CPU instead, pass {hint} "
+            "(new spec hashes: no result from the GPU is reused)")
+    own = [] if _base_asks_cuda(study) else cuda_variants(trials)
     if own:
         hint += f" and set train.device: cpu in the file for {', '.join(repr(r) for r in own)}"
     return hint
@@ -123,11 +127,10 @@ def cuda_without_gpu(study: StudySpec, trials: list[Trial]) -> str | None:
     """Why a local run of ``trials`` fails on this machine though the study asks no GPU: trials
     that ask ``train.device: cuda`` where CUDA is not there (each would fail as it starts). None
     where that is not so."""
-    rows = cuda_rows(trials)
+    rows = cuda_variants(trials)
     if study.resources.gpu > 0 or not rows or torch.cuda.is_available():
         return None
-    base_cuda = (study.base.get("train") or {}).get("device") == "cuda"
-    fix = "pass --set train.device=cpu (or auto)" if base_cuda else "set train.device: cpu (or auto) for them in the file"
+    fix = "pass --set train.device=cpu (or auto)" if _base_asks_cuda(study) else "set train.device: cpu (or auto) for them in the file"
     return (f"train.device=cuda in the trials of {', '.join(repr(r) for r in rows)}, and this machine has no GPU "
             f"(resources.gpu is {study.resources.gpu:g}: none is reserved for them); {fix}; on a cluster with GPUs, "
             "give resources.gpu as well")
@@ -140,8 +143,7 @@ def check_gpus(study: StudySpec, ray_address: str | None, trials: list[Trial]) -
         return
     if ray_address is None:
         if no_gpu_here(study):
-            raise SpecError(f"resources.gpu={study.resources.gpu}: this machine has no GPU; run it on a GPU machine, "
-                            f"or with --ray-address of a cluster with GPUs, or, {cpu_hint(study, trials)}")
+            raise SpecError(f"resources.gpu={study.resources.gpu}: this machine has no GPU; {no_gpu_ways(study, trials)}")
     else:
         import ray  # Ray is slow to import, and the dry run imports this module: only for a study that runs
 
