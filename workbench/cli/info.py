@@ -1,10 +1,13 @@
 """``wb info``: a model's slots, parameter counts and FLOPs per token (a preset, a model or trial
-file), each variant of a study file and the model knobs it changes, or a slot's registered kinds
-and their options."""
+file), each variant of a study file (or of the one study file of a bare name) and the model knobs
+it changes against the row the design compares it with, or a slot's registered kinds and their
+options."""
 from __future__ import annotations
 
 import argparse
 import glob
+import shutil
+import sys
 from pathlib import Path
 
 from foxwb.components.registry import SLOTS, ComponentSpec, kinds, options_class
@@ -14,7 +17,8 @@ from foxwb.workbench.spec import overrides
 from foxwb.workbench.spec.errors import Positions, SpecError, read_located, read_yaml, validate
 from foxwb.workbench.spec.fields import did_you_mean
 from foxwb.workbench.spec.presets import PRESETS
-from foxwb.workbench.spec.study import expand, load_study
+from foxwb.workbench.spec.study import (AblationDesign, CumulativeDesign, GridDesign, base_variant, expand,
+                                        load_study)
 from foxwb.workbench.spec.trial import ModelSpec
 
 
@@ -41,8 +45,11 @@ def load_model_spec(target: str, edits: list[overrides.Override] | None = None) 
     return validate(ModelSpec, data, target, at)
 
 
-# The study table's last column wraps after this many characters, at a ", " between two knobs.
+# The study table's last column wraps after this many characters, at a ", " between two knobs, where
+# stdout is not a terminal (a pipe, a file, a test: the same lines everywhere); on a terminal it takes
+# what the other columns leave of the terminal's width, but never less than MIN_KNOBS_WIDTH.
 KNOBS_WIDTH = 60
+MIN_KNOBS_WIDTH = 40
 # Knobs that act only through a weight's shape: where two variants differ in these alone and every
 # component has the same parameter count, the two build the same model (a ratio rounded to one width).
 SHAPE_ONLY = {"mlp.hidden_ratio", "mlp.intermediate_size", "mlp.multiple_of"}
@@ -91,6 +98,25 @@ def wrap(items: list[str], width: int = KNOBS_WIDTH) -> list[str]:
     return lines
 
 
+def knobs_width(indent: int) -> int:
+    """The knobs column's width after ``indent`` characters of other columns: the terminal's width
+    less those (and the "," a wrapped line ends with) where stdout is a terminal, else KNOBS_WIDTH."""
+    if not sys.stdout.isatty():
+        return KNOBS_WIDTH
+    return max(MIN_KNOBS_WIDTH, shutil.get_terminal_size().columns - indent - 1)
+
+
+def compared_with(design) -> tuple[str, str]:
+    """The variant a study's rows are compared with (base_variant: what `wb results` takes deltas
+    against), and where the design says so: its base, its compare_to, its first variant or cell."""
+    base = base_variant(design)
+    if isinstance(design, (AblationDesign, CumulativeDesign)):
+        return base, "the design's base"
+    if isinstance(design, GridDesign):
+        return base, "the grid's first cell"
+    return base, "the design's compare_to" if design.compare_to else "the first variant"
+
+
 def study_files_named(name: str) -> list[str]:
     """The study files under ./studies and ./experiments whose name is ``name`` (with .yaml or .yml
     added where it has neither): where `wb info claims_acp` most likely meant one of them."""
@@ -98,6 +124,19 @@ def study_files_named(name: str) -> list[str]:
     patterns = [stem] if stem else [f"{name}.yaml", f"{name}.yml"]
     return sorted(str(p) for top in ("studies", "experiments") for pattern in patterns
                   for p in Path(top).glob(f"**/{glob.escape(pattern)}"))
+
+
+def named_study(target: str) -> str:
+    """A bare name that is no file here, no preset and no slot, but the name of exactly one study
+    file under ./studies or ./experiments (study_files_named): that file, and a first line saying
+    so; else ``target`` itself (check_target then names the files, or the nearest preset)."""
+    if target in (*PRESETS, *SLOTS, "components") or Path(target).exists() or "/" in target:
+        return target
+    found = study_files_named(target)
+    if len(found) != 1 or not is_study_file(found[0]):
+        return target
+    print(f"read {found[0]} (the one study file named {target})")
+    return found[0]
 
 
 def check_target(target: str) -> None:
@@ -135,8 +174,8 @@ def slot_kinds(names: list[str]) -> int:
 
 def study_info(args: argparse.Namespace) -> int:
     """Each variant of a study: its parameters and FLOPs per token at its trials' context, and the
-    model knobs it sets away from the first variant; then a note for each variant whose knobs build
-    the same model as an earlier one's."""
+    model knobs it sets away from the variant the design compares it with (compared_with, named in
+    the header); then a note for each variant whose knobs build the same model as an earlier one's."""
     study = load_study(args.spec, args.overrides)
     models: dict[str, tuple] = {}
     aliases: list[str] = []  # names that build the very same trial as an earlier row's
@@ -146,18 +185,20 @@ def study_info(args: argparse.Namespace) -> int:
                 aliases.append(f"note: {name!r} is the same trial as {t.variant!r} (one spec, trained once)")
             models.setdefault(name, (t.spec.model, args.context or t.spec.data.context))
     width = max(len("variant"), *map(len, models))
+    base, why = compared_with(study.design)
     print(f"study {study.name!r}: {len(models)} variants")
     print(f"{'variant':<{width}}  {'params':>13}  {'w/o input emb.':>14}  {'FLOPs/token fwd':>15}  {'train (3x)':>10}"
-          f"  {'context':>7}  model knobs that differ from the first variant")
-    first = next(iter(models.values()))[0]
+          f"  {'context':>7}  model knobs that differ from {base!r} ({why})")
+    against = models[base][0]
     parts = {name: param_breakdown(model) for name, (model, _) in models.items()}  # each builds the model on meta
     for name, (model, context) in models.items():
         counts, flops = param_counts(model, parts[name]), flops_per_token(model, context)
-        changed = differences(model, first)
-        cell = wrap([f"{text} (no weight's shape changes)" if key in SHAPE_ONLY and not reshapes(model, parts[name], first, key)
-                     else text for key, text in changed.items()])
+        changed = differences(model, against)
         row = (f"{name:<{width}}  {counts['total']:>13,}  {counts['non_embedding']:>14,}  {flops['forward']:>15.3e}  "
                f"{flops['train']:>10.3e}  {context:>7}  ")
+        cell = wrap([f"{text} (no weight's shape changes)"
+                     if key in SHAPE_ONLY and not reshapes(model, parts[name], against, key) else text
+                     for key, text in changed.items()], knobs_width(len(row)))
         print(row + cell[0])
         for more in cell[1:]:
             print(" " * len(row) + more)
@@ -197,6 +238,7 @@ def command(args: argparse.Namespace) -> int:
             raise SpecError(f"{args.overrides[0]}: {args.spec} is a slot, whose registered kinds `wb info` lists; --set "
                             "edits a model, trial or study file, or a preset")
         return slot_kinds(list(SLOTS) if args.spec == "components" else [args.spec])
+    args.spec = named_study(args.spec)
     check_target(args.spec)
     if is_study_file(args.spec):
         return study_info(args)

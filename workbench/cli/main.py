@@ -68,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=Version, help="the workbench's version, git commit and source fingerprint")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="parameter counts and FLOPs of a model spec, preset or each variant of a study")
-    p.add_argument("spec", help="a preset name (fox_pro, ...), a YAML model or trial file, a study file, or a slot "
+    p.add_argument("spec", help="a preset name (fox_pro, ...), a YAML model or trial file, a study file (or its name), or a slot "
                                 "(forget_gate, ...; components: every slot) to list its kinds and their options")
     p.add_argument("--context", type=positive_int,
                    help="context length for FLOPs (tokens; default 2048, for a study its trials' context)")

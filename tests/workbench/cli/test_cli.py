@@ -144,7 +144,7 @@ def test_info_of_a_study_names_every_model_knob_a_variant_changes(tmp_path):
     out = wb("info", tmp_path / "knobs.yaml")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[1].endswith("  model knobs that differ from the first variant")
+    assert lines[1].endswith("  model knobs that differ from 'base' (the design's compare_to)")
     row = {l.split("  ")[0].strip(): l for l in lines[2:] if not l.startswith(" ")}
     assert row["base"].rstrip().endswith("128")
     assert row["ACP"].endswith("  log_pruning_tolerance=-10")
@@ -168,22 +168,125 @@ def test_info_of_a_study_names_every_model_knob_a_variant_changes(tmp_path):
                      "weight's shape", "note: 'again' is the same trial as 'base' (one spec, trained once)"], notes
 
 
-def test_info_of_a_bare_study_name_names_the_study_files(tmp_path):
-    """`wb info claims_acp`: not a preset, not a file here, but a study file's name under
-    experiments/ or studies/: the error names the file(s), with the exit status of any bad input."""
+def knob_cells(lines: list[str]) -> dict[str, str]:
+    """`wb info STUDY`'s rows (after its two header lines, before its notes) -> the knobs column,
+    its wrapped lines joined again."""
+    column = lines[1].index("model knobs")
+    cells: dict[str, str] = {}
+    for line in lines[2:]:
+        if line.startswith("note"):
+            break
+        if not line.startswith(" "):
+            name = line[:column].split("  ")[0]
+            cells[name] = line[column:]
+        else:
+            cells[name] += " " + line[column:]
+    return cells
+
+
+def test_info_of_a_study_compares_each_row_with_the_designs_base():
+    """fox_table3_tuned compares every row with FoX (Pro) (compare_to), its 8th: the header says so,
+    and a Pro row names its one change (and the MLP ratio beside it, which builds the same
+    weights), not the whole Pro recipe against the first row, a LLaMA."""
+    out = wb("info", "studies/fox_table3_tuned.yaml")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    cells = knob_cells(lines)
+    assert cells["FoX (Pro) - output gate"] == "output_gate=none, mlp.hidden_ratio=4 (no weight's shape changes)"
+    assert cells["FoX (Pro) - QK-norm"] == "qk_norm=none"
+    assert cells["Transformer (Pro)"] == "rope=rope, forget_gate=none"
+    # The first row, a LLaMA, is now told from FoX (Pro): the Pro parts it goes without.
+    assert cells["Transformer (LLaMA) w/o RoPE"].startswith("kv_shift=none, qk_norm=none, forget_gate=none,")
+    assert not any("qk_norm=rmsnorm" in cell or "kv_shift=kv" in cell for cell in cells.values()), cells
+    assert cells["FoX (Pro)"].strip() == ""
+    assert lines[1].endswith("  model knobs that differ from 'FoX (Pro)' (the design's compare_to)"), lines[1]
+
+
+def test_info_of_a_study_names_the_row_it_compares_with(tmp_path):
+    """The header names the variant each row's knobs are told from: an ablation's base, a variants
+    design's compare_to, else its first variant."""
+    import yaml
+
+    base = {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 64, "n_layers": 2, "n_heads": 4},
+            "data": {"kind": "builtin", "context": 128}}
+    rows = [{"name": "no gate", "set": {"model.attention.forget_gate": "none"}},
+            {"name": "pro"},
+            {"name": "no qk", "set": {"model.attention.qk_norm": "none"}}]
+    designs = {"the design's compare_to": {"kind": "variants", "compare_to": "pro", "variants": rows},
+               "the first variant": {"kind": "variants", "variants": rows},
+               "the design's base": {"kind": "ablation", "base_name": "pro", "changes": [rows[0], rows[2]]}}
+    for why, design in designs.items():
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump({"name": "s", "base": base, "design": design}, sort_keys=False))
+        out = wb("info", tmp_path / "s.yaml")
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        against = "no gate" if why == "the first variant" else "pro"
+        assert lines[1].endswith(f"  model knobs that differ from {against!r} ({why})"), lines[1]
+        cells = knob_cells(lines)
+        assert cells["no qk"] == ("qk_norm=none" if against == "pro" else "qk_norm=none, forget_gate=data_dependent")
+
+
+def test_the_knobs_column_takes_the_terminals_width(tmp_path, monkeypatch):
+    """On a terminal the knobs column wraps at the terminal's width (COLUMNS here), never narrower
+    than MIN_KNOBS_WIDTH; to a pipe (the other tests) at KNOBS_WIDTH."""
+    import io
+    from contextlib import redirect_stdout
+
+    import yaml
+
+    from foxwb.workbench.cli.info import MIN_KNOBS_WIDTH
+    from foxwb.workbench.cli.main import main
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    llama = {f"model.attention.{slot}": "none" for slot in ("kv_shift", "qk_norm", "output_norm", "output_gate")}
+    study = {"name": "wide", "base": {"model": {"preset": "fox_pro", "vocab_size": 256, "d_model": 64, "n_layers": 2,
+                                                "n_heads": 4}, "data": {"kind": "builtin", "context": 128}},
+             "design": {"kind": "variants", "variants": [{"name": "pro"}, {"name": "LLaMA-ish", "set": llama}]}}
+    (tmp_path / "wide.yaml").write_text(yaml.safe_dump(study, sort_keys=False))
+    cell = "kv_shift=none, qk_norm=none, output_norm=none, output_gate=none"
+    for columns, lines_of_cell in ((200, 1), (10, 2)):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        with redirect_stdout(Terminal()) as out:
+            assert main(["info", str(tmp_path / "wide.yaml")]) == 0
+        lines = out.getvalue().splitlines()
+        at = next(i for i, l in enumerate(lines) if l.startswith("LLaMA-ish"))
+        column = lines[1].index("model knobs")
+        # 10 columns: the narrowest column, 40 characters (a pipe's, KNOBS_WIDTH, would hold output_norm too)
+        assert [l[column:] for l in lines[at:]] == ([cell] if lines_of_cell == 1 else
+                                                    ["kv_shift=none, qk_norm=none,", "output_norm=none, output_gate=none"])
+        assert columns > 100 or max(len(l) for l in lines[2:]) <= column + MIN_KNOBS_WIDTH + 1
+
+
+def test_info_of_a_bare_study_name_shows_the_one_study_file_of_that_name(tmp_path):
+    """`wb info claims_acp`: not a preset, not a file here, but the name of one study file under
+    experiments/ or studies/: that study, after a line naming the file it read. Several files of
+    the name, or one that is no study, are named in an error, with the exit status of any bad input."""
     out = wb("info", "claims_acp")
-    assert out.returncode == 2 and out.stdout == ""
-    assert ("claims_acp: no such file, and not a preset or a slot; did you mean "
-            "experiments/claims_nl/claims_acp.yaml?") in out.stderr, out.stderr
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "read experiments/claims_nl/claims_acp.yaml (the one study file named claims_acp)"
+    assert lines[1] == "study 'claims_acp': 2 variants"
+    assert lines[2].endswith("model knobs that differ from 'FoX (Pro)' (the design's base)")
     # (paths joined from their parts: tests/test_repo.py checks that a path written out exists)
     mine, old = Path("studies", "mine.yaml"), Path("experiments", "old", "mine.yaml")
-    other = old.with_name("other.yaml")
+    other, solo = old.with_name("other.yaml"), Path("studies", "solo.yaml")
     for path in (mine, old, other):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("name: x\n")
+    (tmp_path / solo).write_text("name: solo\nbase: {model: {preset: fox_pro, vocab_size: 256, d_model: 64, "
+                                 "n_layers: 2, n_heads: 4}}\ndesign: {kind: variants, variants: [{name: pro}]}\n")
+    out = wb("info", "solo", cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.startswith(f"read {solo} (the one study file named solo)\n"
+                                                         "study 'solo': 1 variants\n"), out.stdout + out.stderr
     for name in ("mine", "mine.yaml"):
         out = wb("info", name, cwd=tmp_path)
-        assert out.returncode == 2 and out.stderr.rstrip().endswith(f"did you mean {old} or {mine}?"), out.stderr
+        assert out.returncode == 2 and out.stdout == ""
+        assert out.stderr.rstrip().endswith(f"did you mean {old} or {mine}?"), out.stderr
+    out = wb("info", "other", cwd=tmp_path)  # one file of the name, but no study: named, not read
+    assert out.returncode == 2 and out.stderr.rstrip().endswith(f"did you mean {other}?"), out.stderr
     # No study file of that name: a preset misspelt, as before.
     out = wb("info", "fox_prox", cwd=tmp_path)
     assert out.returncode == 2 and "did you mean 'fox_pro'?" in out.stderr
