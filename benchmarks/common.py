@@ -6,6 +6,7 @@ machine), holding the date, machine, versions, code and command beside its figur
 """
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import re
@@ -21,6 +22,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The attention benchmark's (B, H, N, D) shapes, which benchmarks/tune.py also tunes the kernel for.
 ATTENTION_SHAPES = [(8, 16, 2048, 64), (2, 16, 8192, 64), (1, 16, 16384, 64), (8, 8, 2048, 128), (1, 8, 16384, 128)]
+
+
+def parse_shape(text: str) -> tuple[int, int, int, int]:
+    """'B,H,N,D' -> (B, H, N, D)."""
+    try:
+        shape = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        shape = ()
+    if len(shape) != 4 or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"--shapes: {text!r} is not B,H,N,D (four positive integers, e.g. 8,12,4096,64)")
+    return shape
 
 
 def machine() -> str:

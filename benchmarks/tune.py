@@ -96,17 +96,6 @@ def _compile(args) -> int:
     return done
 
 
-def parse_shape(text: str) -> tuple[int, int, int, int]:
-    """'B,H,N,D' -> (B, H, N, D)."""
-    try:
-        shape = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        shape = ()
-    if len(shape) != 4 or min(shape) < 1:
-        raise argparse.ArgumentTypeError(f"--shapes: {text!r} is not B,H,N,D (four positive integers, e.g. 8,12,4096,64)")
-    return shape
-
-
 def precompile(jobs: int, shapes: list) -> None:
     work = []
     for H, D in {(H, D) for _, H, _, D in shapes}:
@@ -176,7 +165,7 @@ def main(argv=None):
     ap.add_argument("--out", help="JSON file (default: benchmarks/results/<date>_<gpu>_tune.json)")
     ap.add_argument("--jobs", type=int, default=12, help="processes compiling configs ahead of timing")
     ap.add_argument("--quick", action="store_true", help="no search: time the installed configs")
-    ap.add_argument("--shapes", nargs="+", type=parse_shape, metavar="B,H,N,D",
+    ap.add_argument("--shapes", nargs="+", type=common.parse_shape, metavar="B,H,N,D",
                     help="only these shapes (default: the benchmark's and the 125M training shape); no table")
     args = ap.parse_args(argv)
     shapes = args.shapes or common.ATTENTION_SHAPES + TRAIN_SHAPES

@@ -5,7 +5,7 @@ import tune
 
 
 def test_shapes_option_names_the_field_and_the_format(capsys):
-    assert tune.parse_shape("8,12,4096,64") == (8, 12, 4096, 64)
+    assert tune.common.parse_shape("8,12,4096,64") == (8, 12, 4096, 64)
     for bad in ("8,12", "8,12,4096,x", "8,0,4096,64"):
         with pytest.raises(SystemExit):
             tune.main(["--shapes", bad, "--quick"])
