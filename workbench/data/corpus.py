@@ -10,6 +10,7 @@ of its document: what per-position loss L(i) needs.
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import sysconfig
 from pathlib import Path
@@ -165,8 +166,14 @@ class MQARTask:
 
 
 def _stdlib_files() -> tuple[Path, list[Path]]:
+    """The standard library's .py files, in order. Walked with os.walk, never entering a
+    site-packages folder (a Python's own may lie under its standard library): pathlib's rglob walked
+    into it and filtered after, 0.34 against 0.025 s, paid by every trial that reads this corpus."""
     root = Path(sysconfig.get_paths()["stdlib"])
-    files = [p for p in root.rglob("*.py") if "site-packages" not in p.parts and p.is_file()]
+    files = []
+    for folder, subfolders, names in os.walk(root):  # symlinked folders not followed, as rglob did
+        subfolders[:] = [d for d in subfolders if d != "site-packages"]
+        files += [p for p in (Path(folder, n) for n in names if n.endswith(".py")) if p.is_file()]
     return root, sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
