@@ -48,6 +48,27 @@ def test_presets_match_the_paper_parameter_counts(preset, size):
     assert counts["non_embedding"] == counts["blocks"] + 50257 * spec.d_model
 
 
+
+def test_counts_are_built_once_per_model_and_a_caller_cannot_change_them():
+    """param_breakdown builds each model spec once per process (a dry run of a big study asks once
+    per trial): a spec asked again is not rebuilt, a different one is, and what a caller does to
+    the dict it got changes no later answer."""
+    from foxwb.workbench.spec import cost
+
+    spec = ModelSpec(preset="fox_pro", vocab_size=97, d_model=48, n_layers=3, n_heads=4)
+    first = cost.param_breakdown(spec)
+    built = []
+    real = cost._count
+    cost._count = lambda s: built.append(s) or real(s)
+    try:
+        first["embed"] = -1
+        again = cost.param_breakdown(ModelSpec.model_validate(spec.model_dump()))
+        other = cost.param_breakdown(spec.model_copy(update={"n_layers": 2}))
+    finally:
+        cost._count = real
+    assert again["embed"] == 97 * 48 and len(built) == 1
+    assert other["mlp"] == again["mlp"] * 2 // 3 and param_counts(spec)["total"] == sum(again.values())
+
 def test_the_issue_shape_validates_and_equals_the_preset():
     spec = ModelSpec.model_validate(yaml.safe_load(ISSUE_SHAPE))
     assert spec == ModelSpec(preset="fox_pro")
