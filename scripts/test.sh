@@ -9,4 +9,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # The tests cover wb eval and wb export, whose libraries (lm-eval, transformers) are an optional extra.
 WB_EXTRAS="${WB_EXTRAS:-dev,eval}" source "$root/scripts/setup.sh"
 cd "$root"
+# Our sources compiled once, here: where PYTHONDONTWRITEBYTECODE is set (as on the CI machine) no
+# process writes them, and each of the suite's hundreds (Ray's workers, `wb` subprocesses) compiled
+# them again (about 0.4 s of CPU a `wb` process).
+python -m compileall -q components kernels workbench dashboards tests benchmarks scripts >/dev/null
 exec python -m pytest -n "${WB_TEST_WORKERS:-2}" --dist worksteal "$@"

@@ -195,6 +195,16 @@ def stop_ray_head(head: subprocess.Popen) -> None:
     head.wait(timeout=30)
 
 
+def start_mlflow_server(backend_uri: str, port: int) -> subprocess.Popen:
+    """`mlflow server` on ``backend_uri`` at 127.0.0.1:``port``, one worker, its own process group
+    (kill_session stops it). Without MLflow 3's job execution (MLFLOW_SERVER_ENABLE_JOB_EXECUTION):
+    its huey consumers, which no test of ours uses, took 34 s of CPU over a suite run."""
+    return subprocess.Popen([str(BIN / "mlflow"), "server", "--backend-store-uri", backend_uri, "--host", "127.0.0.1",
+                             "--port", str(port), "--workers", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+
+
 _shared: dict = {}
 
 

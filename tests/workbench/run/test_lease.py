@@ -13,7 +13,8 @@ import urllib.request
 import pytest
 
 from tests.workbench.drivers import Background, runs, store as open_store
-from tests.workbench.run.test_run import BIN, MINI_BASE, free_port, write_study
+from tests.cli import start_mlflow_server
+from tests.workbench.run.test_run import MINI_BASE, free_port, write_study
 from foxwb.workbench.run import lease
 from foxwb.workbench.run.lease import TAG, Lease, LeaseHeld
 from foxwb.workbench.run.tracking import Store, create_local_store, local_tracking_uri
@@ -29,9 +30,7 @@ def tracking_uri(request, tmp_path_factory):
         yield uri
         return
     port = free_port()
-    server = subprocess.Popen([str(BIN / "mlflow"), "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
-                               "--port", str(port), "--workers", "1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = start_mlflow_server(uri, port)
     try:
         for _ in range(120):
             try:

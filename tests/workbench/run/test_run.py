@@ -16,7 +16,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from tests.workbench.drivers import kill_session
-from tests.cli import BIN, free_port, shared_ray, shared_ray_head, start_ray_head, stop_ray_head, wb
+from tests.cli import BIN, free_port, shared_ray, shared_ray_head, start_mlflow_server, start_ray_head, stop_ray_head, wb
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -294,9 +294,7 @@ def test_a_local_run_starts_its_own_ray_whatever_the_environment_points_at_and_i
 def test_mlflow_server_serves_the_study_with_runs_nested(quickstart):
     workdir = quickstart[0]
     port = free_port()
-    server = subprocess.Popen([str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}",
-                               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = start_mlflow_server(f"sqlite:///{workdir / 'mlflow.db'}", port)
     base = f"http://127.0.0.1:{port}/api/2.0/mlflow"
     try:
         # A deadline, not a count of tries: on a machine busy with a study and the suite's other
