@@ -14,7 +14,8 @@ for each `wb results`, and a Ray of its own for each `wb run`. So:
   (``_leave_ray``), so that a test may start a Ray here.
 
 A test that sets ``env`` (a plug-in on PYTHONPATH, a fault to inject, a Ray address of its own)
-or passes subprocess options gets a process of its own, and with ``env`` a Ray of its own, as does
+or passes subprocess options gets a process of its own (``set_env`` instead: variables the command
+reads as it runs, set around it in this process), and with ``env`` a Ray of its own, as does
 ``own_ray=True``: the shared cluster's workers were started with this process's environment, not
 the test's, and a test of what a local run does (its Ray's start, its processes' end, its logs)
 must run one.
@@ -46,8 +47,20 @@ READERS = {"results", "status", "info", "dashboard", "--version"}
 
 
 def wb(*args, timeout: float = 600, env: dict | None = None, cwd: Path = ROOT, own_ray: bool = False,
-       in_process: bool | None = None, **kw) -> subprocess.CompletedProcess:
-    """What `wb ARGS` does in ``cwd``, as a completed process (args, returncode, stdout, stderr)."""
+       in_process: bool | None = None, set_env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    """What `wb ARGS` does in ``cwd``, as a completed process (args, returncode, stdout, stderr).
+    ``set_env``: variables set for a command run in this process and put back after it (a variable
+    the command reads when it runs, such as WB_EVAL_CACHE: `wb eval` in this process imports
+    lm-eval and transformers once for the worker, not once a command). Whatever the command sets
+    itself (`wb eval`: HF_HUB_OFFLINE, HF_DATASETS_OFFLINE) is put back too."""
+    if set_env is not None:
+        saved = dict(os.environ)
+        os.environ.update({k: str(v) for k, v in set_env.items()})
+        try:
+            return wb(*args, timeout=timeout, env=env, cwd=cwd, own_ray=own_ray, in_process=True, **kw)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
     args = [str(a) for a in args]
     shared = (bool(args) and args[0] == "run" and env is None and not own_ray and "--ray-address" not in args
               and "--dry-run" not in args)

@@ -1,6 +1,5 @@
 """`wb eval` on a trained trial's folder: the shipped task, its per-item results kept with the trial."""
 import json
-import os
 import shutil
 
 import numpy as np
@@ -14,18 +13,18 @@ LIMIT = 12
 @pytest.fixture(scope="module")
 def trial(tiny_trial, tmp_path_factory):
     """studies/trial_tiny.yaml's trial (the session's `tiny_trial`: its final weights kept, as every
-    trial keeps them), copied so that `wb eval` writes beside a copy of its own; and the environment
-    `wb eval` runs in (the task cache in a temporary folder)."""
+    trial keeps them), copied so that `wb eval` writes beside a copy of its own; and the variables
+    `wb eval` runs with (the task cache in a temporary folder)."""
     trained, proc, _ = tiny_trial
     assert proc.returncode == 0, proc.stderr[-2000:]
     folder = tmp_path_factory.mktemp("eval")
     shutil.copytree(trained, folder / "t")
-    return folder / "t", {**os.environ, "WB_EVAL_CACHE": str(folder / "cache")}
+    return folder / "t", {"WB_EVAL_CACHE": str(folder / "cache")}
 
 
 def test_eval_on_the_shipped_task_keeps_its_items_with_the_trial(trial):
     out, env = trial
-    proc = wb("eval", out, "--task", "wb_next_line", "--limit", LIMIT, env=env, timeout=900)
+    proc = wb("eval", out, "--task", "wb_next_line", "--limit", LIMIT, set_env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "wb_next_line: acc " in proc.stdout and f"on {LIMIT} items" in proc.stdout
     records = [json.loads(line) for line in (out / "eval" / "wb_next_line.jsonl").read_text().splitlines()]
@@ -41,7 +40,7 @@ def test_eval_on_the_shipped_task_keeps_its_items_with_the_trial(trial):
     assert summary["metrics"]["acc_stderr"] > 0 and summary["spec_hash"] == json.loads((out / "result.json").read_text())["spec_hash"]
     assert sorted(p.name for p in (out / "eval").iterdir()) == ["wb_next_line.json", "wb_next_line.jsonl"]  # no temporary left
     # Evaluated again at another --limit: the files are replaced, and it says so.
-    again = wb("eval", out, "--task", "wb_next_line", "--limit", 3, env=env, timeout=900)
+    again = wb("eval", out, "--task", "wb_next_line", "--limit", 3, set_env=env, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"wb_next_line: replacing its evaluation at --limit {LIMIT} with this one at --limit 3" in again.stderr
     assert json.loads((out / "eval" / "wb_next_line.json").read_text())["items"] == 3
@@ -49,11 +48,11 @@ def test_eval_on_the_shipped_task_keeps_its_items_with_the_trial(trial):
 
 def test_a_folder_that_is_not_a_finished_trial_is_refused(trial, tmp_path):
     _, env = trial
-    proc = wb("eval", tmp_path, "--task", "wb_next_line", env=env)
+    proc = wb("eval", tmp_path, "--task", "wb_next_line", set_env=env)
     assert proc.returncode == 2 and "not a finished trial" in proc.stderr and "result.json" in proc.stderr
 
 
 def test_a_task_name_typo_gets_the_shipped_task_among_close_names(trial):
     out, env = trial
-    proc = wb("eval", out, "--task", "wb_next_lin", env=env, timeout=600)
+    proc = wb("eval", out, "--task", "wb_next_lin", set_env=env, timeout=600)
     assert proc.returncode == 2 and "--task 'wb_next_lin'" in proc.stderr and "close: wb_next_line" in proc.stderr

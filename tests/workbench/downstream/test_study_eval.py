@@ -3,7 +3,6 @@ per-item file logged to its tracked run, the variants compared item by item in `
 On a copy of the quickstart's store (the session's `quickstart` fixture, which the other tests read
 as it is)."""
 import json
-import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -32,17 +31,17 @@ def test_a_study_is_evaluated_once_logged_per_run_and_compared_per_item(quicksta
     workdir, proc, _ = quickstart
     assert proc.returncode == 0, proc.stderr[-2000:]
     copy = copy_of_store(workdir, tmp_path / "w")
-    env = {**os.environ, "WB_EVAL_CACHE": str(tmp_path / "cache")}
+    env = {"WB_EVAL_CACHE": str(tmp_path / "cache")}
     # One trial evaluated in its folder alone first (`wb eval TRIAL`): not evaluated again, but
     # logged to its run, where the study's comparisons read it.
     alone = sorted(p for p in (copy / "trials").iterdir() if (p / "result.json").is_file())[0]
-    single = wb("eval", alone, "--task", "wb_next_line", "--limit", 6, env=env)
+    single = wb("eval", alone, "--task", "wb_next_line", "--limit", 6, set_env=env)
     assert single.returncode == 0, single.stderr[-3000:]
-    first = wb("eval", STUDY, "--workdir", copy, "--task", "wb_next_line", "--limit", 6, env=env)
+    first = wb("eval", STUDY, "--workdir", copy, "--task", "wb_next_line", "--limit", 6, set_env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "evaluated 5 of 6 finished trial(s)" in first.stderr, first.stderr[-2000:]
     assert f"({alone.name}): its evaluation on wb_next_line logged to its run" in first.stderr, first.stderr[-2000:]
-    again = wb("eval", STUDY, "--workdir", copy, "--task", "wb_next_line", "--limit", 6, env=env)
+    again = wb("eval", STUDY, "--workdir", copy, "--task", "wb_next_line", "--limit", 6, set_env=env)
     assert again.returncode == 0 and "evaluated 0 of 6" in again.stderr, again.stderr[-2000:]
     client = MlflowClient(local_tracking_uri(copy))
     trials = client.search_runs([e.experiment_id for e in client.search_experiments()], "tags.wb_kind = 'trial'")

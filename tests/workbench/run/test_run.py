@@ -247,7 +247,9 @@ def test_bad_study_files_write_nothing(tmp_path, case, expected):
         path = write_study(tmp_path, resources={"cpu": 1000, "gpu": 0})
     else:
         path = write_study(tmp_path, changes=[])
-    proc = wb("run", path, "--workdir", tmp_path / "w", timeout=120, own_ray=True)  # this machine's resources
+    # A local run (this machine's resources, not the shared cluster's), its driver in this process:
+    # each is refused before any Ray starts (a process of its own for each case cost 5 s of CPU).
+    proc = wb("run", path, "--workdir", tmp_path / "w", timeout=120, own_ray=True, in_process=True)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert expected in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "w" / "mlflow.db").exists()
