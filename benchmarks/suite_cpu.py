@@ -5,8 +5,8 @@
 
 Runs COMMAND and, until it ends, reads every process of the machine from /proc each ``--interval``
 seconds: the CPU time (user + system) each one used while the command ran, summed by kind of
-process, named from its command line (``ray::IDLE``, which is also what a Tune trial's or a Ray
-Train worker's process is called before it takes its task; ``wb`` for a `wb` subprocess; the
+process, named from its command line (a Ray worker by its task, ``ray::ImplicitFunc`` for a Tune
+trial, once it has one, its time before counted with it; ``wb`` for a `wb` subprocess; the
 pytest-xdist workers; Ray's daemons; ...), and how many processes of each kind started. The
 machine's whole CPU time over the same span (/proc/stat) is given beside it, so that what the
 samples missed shows: a process that starts and ends between two samples, and a process's last
@@ -41,6 +41,10 @@ KINDS = (
     ("scripts/", "a script's process"), ("-m pytest", "pytest (main)"), ("bin/pytest", "pytest (main)"),
     ("-m pip", "pip"), ("bin/pip", "pip"),
 )
+
+# What a Ray worker's process is called until it takes its task (ray::ImplicitFunc.train for a Tune
+# trial, ray::RayTrainWorker for a Ray Train worker, ...); its CPU moves to the task's name then.
+BEFORE_TASK = ("Ray worker, before its task", "ray::IDLE")
 
 
 def kind_of(pid: int) -> str | None:
@@ -106,9 +110,9 @@ def measure(command: list[str], interval: float) -> dict:
                 seen[key] = (got[1], kind)
                 continue
             ticks, kind = before
-            if kind == "Ray worker, before its task":  # a Ray worker renames itself for its task
+            if kind in BEFORE_TASK:  # a Ray worker renames itself for its task: counted under its task's name
                 now = kind_of(key[0])
-                if now and now != kind:
+                if now and now not in BEFORE_TASK:
                     used[kind] -= ticks
                     started[kind] -= 1
                     used[now] += ticks
