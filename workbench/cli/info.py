@@ -126,29 +126,21 @@ def study_files_named(name: str) -> list[str]:
                   for p in Path(top).glob(f"**/{glob.escape(pattern)}"))
 
 
-def named_study(target: str) -> str:
-    """A bare name that is no file here, no preset and no slot, but the name of exactly one study
-    file under ./studies or ./experiments (study_files_named): that file, and a first line saying
-    so; else ``target`` itself (check_target then names the files, or the nearest preset)."""
-    if target in (*PRESETS, *SLOTS, "components") or Path(target).exists() or "/" in target:
-        return target
-    found = study_files_named(target)
-    if len(found) != 1 or not is_study_file(found[0]):
-        return target
-    print(f"read {found[0]} (the one study file named {target})")
-    return found[0]
-
-
-def check_target(target: str) -> None:
-    """A name that is neither a file nor a preset is most likely a study file's, named without its
-    folder, or a preset misspelt."""
+def resolve_target(target: str) -> str:
+    """The file or preset `wb info` reads for ``target``: itself where it is a preset or a path; a bare
+    name of exactly one study file under ./studies or ./experiments (study_files_named), that file,
+    after a first line saying so. Any other name is most likely a study file's named without its
+    folder (several: their paths are named) or a preset misspelt, and is refused."""
     if target in PRESETS or Path(target).exists() or "/" in target:
-        return
+        return target
     found = study_files_named(target)
+    if len(found) == 1 and is_study_file(found[0]):
+        print(f"read {found[0]} (the one study file named {target})")
+        return found[0]
     if found:
         raise SpecError(f"{target}: no such file, and not a preset or a slot; did you mean {' or '.join(found)}?")
     if Path(target).suffix in (".yaml", ".yml", ".json"):  # a file's name: read_yaml says it is missing
-        return
+        return target
     hint = did_you_mean(target, [*PRESETS, *SLOTS, "components"])
     raise SpecError(f"{target}: no such file, and not a preset or a slot{hint}" + ("" if hint else (
         f" (presets: {', '.join(PRESETS)}; slots: {', '.join(SLOTS)}, or components for all)")))
@@ -190,9 +182,9 @@ def study_info(args: argparse.Namespace) -> int:
     print(f"{'variant':<{width}}  {'params':>13}  {'w/o input emb.':>14}  {'FLOPs/token fwd':>15}  {'train (3x)':>10}"
           f"  {'context':>7}  model knobs that differ from {base!r} ({why})")
     against = models[base][0]
-    parts = {name: param_breakdown(model) for name, (model, _) in models.items()}  # each builds the model on meta
+    parts = {name: param_breakdown(model) for name, (model, _) in models.items()}
     for name, (model, context) in models.items():
-        counts, flops = param_counts(model, parts[name]), flops_per_token(model, context)
+        counts, flops = param_counts(model), flops_per_token(model, context)
         changed = differences(model, against)
         row = (f"{name:<{width}}  {counts['total']:>13,}  {counts['non_embedding']:>14,}  {flops['forward']:>15.3e}  "
                f"{flops['train']:>10.3e}  {context:>7}  ")
@@ -238,14 +230,12 @@ def command(args: argparse.Namespace) -> int:
             raise SpecError(f"{args.overrides[0]}: {args.spec} is a slot, whose registered kinds `wb info` lists; --set "
                             "edits a model, trial or study file, or a preset")
         return slot_kinds(list(SLOTS) if args.spec == "components" else [args.spec])
-    args.spec = named_study(args.spec)
-    check_target(args.spec)
+    args.spec = resolve_target(args.spec)
     if is_study_file(args.spec):
         return study_info(args)
     args.context = args.context or 2048
     spec = load_model_spec(args.spec, args.overrides)
-    parts = param_breakdown(spec)
-    counts = param_counts(spec, parts)
+    parts, counts = param_breakdown(spec), param_counts(spec)
     flops = flops_per_token(spec, args.context)
     slots = ", ".join(f"{k}={component(v)}" for k, v in spec.attention.slots().items())
     if spec.attention.log_pruning_tolerance is not None:

@@ -43,11 +43,10 @@ def _count(spec: ModelSpec) -> dict[str, int]:
     return dict(counts)
 
 
-def param_counts(spec: ModelSpec, parts: dict[str, int] | None = None) -> dict[str, int]:
+def param_counts(spec: ModelSpec) -> dict[str, int]:
     """``total``; ``non_embedding`` = total without the input embedding (the paper's N);
-    ``blocks`` = blocks + final norm (docs/fox-notes.md, "Parameter counts"). ``parts``: the
-    spec's param_breakdown where the caller has it already (each builds the model on meta)."""
-    parts = param_breakdown(spec) if parts is None else parts
+    ``blocks`` = blocks + final norm (docs/fox-notes.md, "Parameter counts")."""
+    parts = param_breakdown(spec)
     total = sum(parts.values())
     embedding = 0 if spec.tie_embeddings else parts.get("embed", 0)
     return {
